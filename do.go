@@ -1,0 +1,76 @@
+package sqllock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+type leaseKey struct{}
+
+// Do acquires key on l, blocking until it is held or ctx ends, runs fn and
+// releases. The context fn receives is cancelled the moment the lease is
+// lost, with the loss as its cause (context.Cause matches ErrLockLost), and
+// carries the lease: fn can pass ctx down and let the writer read the fencing
+// token with TokenFrom instead of threading it by hand.
+//
+// Do returns fn's error joined with any error from Release; a lease lost
+// while fn ran makes the result match ErrLockLost even if fn returned nil.
+func Do(ctx context.Context, l Locker, key string, fn func(ctx context.Context) error) error {
+	if l == nil || fn == nil {
+		return fmt.Errorf("sqllock: Do %q: %w: nil locker or function", key, ErrInvalidOption)
+	}
+	lease, err := l.Acquire(ctx, key)
+	if err != nil {
+		return err
+	}
+	return run(ctx, lease, fn)
+}
+
+// run executes fn under lease and releases it.
+func run(ctx context.Context, lease Lease, fn func(ctx context.Context) error) error {
+	fctx, cancel := context.WithCancelCause(context.WithValue(ctx, leaseKey{}, lease))
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		select {
+		case <-lease.Done():
+			cause := lease.Err()
+			if cause == nil {
+				cause = ErrLockLost
+			}
+			cancel(cause)
+		case <-fctx.Done():
+		}
+	}()
+	fnErr := fn(fctx)
+	cancel(nil)
+	<-watchDone // no goroutine outlives Do
+	relErr := lease.Release(context.WithoutCancel(ctx))
+	return errors.Join(fnErr, relErr)
+}
+
+// LeaseFrom returns the lease held by the Do (or DoLease) that made ctx.
+func LeaseFrom(ctx context.Context) (Lease, bool) {
+	l, ok := ctx.Value(leaseKey{}).(Lease)
+	return l, ok
+}
+
+// TokenFrom returns the fencing token of the lease held by the enclosing Do.
+func TokenFrom(ctx context.Context) (int64, bool) {
+	l, ok := LeaseFrom(ctx)
+	if !ok {
+		return 0, false
+	}
+	return l.Token(), true
+}
+
+// DoLease is Do for a lease the caller already holds (from TryAcquire, or
+// AcquireAll): it runs fn under the same loss-cancellation and releases the
+// lease afterwards.
+func DoLease(ctx context.Context, lease Lease, fn func(ctx context.Context) error) error {
+	if lease == nil || fn == nil {
+		return fmt.Errorf("sqllock: DoLease: %w: nil lease or function", ErrInvalidOption)
+	}
+	return run(ctx, lease, fn)
+}

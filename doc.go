@@ -1,0 +1,22 @@
+// Package sqllock is a library of distributed locks that live in the SQL
+// database an application already has: PostgreSQL, MySQL/MariaDB, or SQLite
+// as the embedded default. No Redis, no ZooKeeper, no etcd.
+//
+// This package holds the contract every strategy implements: [Locker] hands
+// out a [Lease] on a string key; the lease carries a fencing token
+// ([Lease.Token]) that strictly increases for each new holder of a key, and
+// closes [Lease.Done] when it is lost. [Do] runs a function under a lease and
+// cancels the function's context the moment the lease is lost.
+//
+// The strategies live in their own packages:
+//
+//   - tablelock: rows of a lock table with an expiry, renewed in the
+//     background; works on every dialect and survives connection loss.
+//   - reaper: deletes expired rows of the lock table.
+//   - migrations: the schema, as goose migrations embedded in the module.
+//
+// Errors are matched with errors.Is against the sentinels below: the three
+// outcomes a caller must tell apart are "held by someone else"
+// ([ErrNotAcquired]), "my context ended" (the error also matches ctx.Err()),
+// and "the database failed" (the driver's error, wrapped with the key).
+package sqllock

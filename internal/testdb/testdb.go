@@ -1,0 +1,265 @@
+// Package testdb finds the real databases the tests run against.
+//
+// PostgreSQL and MySQL/MariaDB come from SQLLOCK_POSTGRES_DSN and
+// SQLLOCK_MYSQL_DSN. When a variable is unset, a throwaway container is
+// started with dockertest. When neither works the test is skipped with the
+// reason, except with CI=true, where a missing database fails the run.
+// SQLite runs in a temporary file (SQLLOCK_SQLITE_PATH, when set, names it,
+// so child processes share their parent's database).
+package testdb
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql" // driver "mysql"
+	_ "github.com/jackc/pgx/v5/stdlib" // driver "pgx"
+	"github.com/ory/dockertest/v3"
+	"github.com/ory/dockertest/v3/docker"
+	_ "modernc.org/sqlite" // driver "sqlite"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/migrations"
+)
+
+// Environment variables read by Open.
+const (
+	EnvPostgres = "SQLLOCK_POSTGRES_DSN"
+	EnvMySQL    = "SQLLOCK_MYSQL_DSN"
+	EnvSQLite   = "SQLLOCK_SQLITE_PATH"
+)
+
+// Dialects lists every dialect, in the order tests run them.
+var Dialects = []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL, sqllock.SQLite}
+
+// DB is a migrated test database.
+type DB struct {
+	*sql.DB
+	Dialect sqllock.Dialect
+	Driver  string // database/sql driver name
+	DSN     string
+}
+
+type result struct {
+	db   *DB
+	skip string
+	err  error
+}
+
+var (
+	mu     sync.Mutex
+	opened = map[sqllock.Dialect]*result{}
+)
+
+// Open returns the shared, migrated database for d, opened once per process.
+// It skips (or, with CI=true, fails) the test when d has no server.
+func Open(t testing.TB, d sqllock.Dialect) *DB {
+	t.Helper()
+	mu.Lock()
+	r, ok := opened[d]
+	if !ok {
+		r = open(d)
+		opened[d] = r
+	}
+	mu.Unlock()
+	switch {
+	case r.err != nil:
+		t.Fatalf("testdb: %v: %v", d, r.err)
+	case r.skip != "":
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("testdb: %v unavailable and CI=true: %s", d, r.skip)
+		}
+		t.Skipf("SKIPPING %v TESTS: %s", d, r.skip)
+	}
+	return r.db
+}
+
+// Fresh opens a second handle on d's database with at most maxOpen
+// connections (0: unlimited), closed when the test ends.
+func Fresh(t testing.TB, d sqllock.Dialect, maxOpen int) *DB {
+	t.Helper()
+	shared := Open(t, d)
+	db, err := sql.Open(shared.Driver, shared.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(maxOpen)
+	t.Cleanup(func() { db.Close() })
+	return &DB{DB: db, Dialect: d, Driver: shared.Driver, DSN: shared.DSN}
+}
+
+// ForEach runs fn as a subtest per dialect.
+func ForEach(t *testing.T, fn func(t *testing.T, db *DB)) {
+	for _, d := range Dialects {
+		t.Run(d.String(), func(t *testing.T) { fn(t, Open(t, d)) })
+	}
+}
+
+// Env returns the variables a child process needs to reach the same
+// databases as this one.
+func Env() []string {
+	mu.Lock()
+	defer mu.Unlock()
+	var env []string
+	for d, r := range opened {
+		if r.db == nil {
+			continue
+		}
+		switch d {
+		case sqllock.Postgres:
+			env = append(env, EnvPostgres+"="+r.db.DSN)
+		case sqllock.MySQL:
+			env = append(env, EnvMySQL+"="+r.db.DSN)
+		case sqllock.SQLite:
+			env = append(env, EnvSQLite+"="+sqlitePath(r.db.DSN))
+		}
+	}
+	return env
+}
+
+// Child returns a command that re-runs this test binary for the single test
+// named run, with the databases of this process and extra environment.
+func Child(t testing.TB, run string, extra ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+run+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(append(os.Environ(), Env()...), extra...)
+	return cmd
+}
+
+func open(d sqllock.Dialect) *result {
+	var driver, dsn string
+	switch d {
+	case sqllock.Postgres:
+		driver, dsn = "pgx", os.Getenv(EnvPostgres)
+	case sqllock.MySQL:
+		driver, dsn = "mysql", os.Getenv(EnvMySQL)
+	case sqllock.SQLite:
+		driver = "sqlite"
+		path := os.Getenv(EnvSQLite)
+		if path == "" {
+			dir, err := os.MkdirTemp("", "sqllock-test-")
+			if err != nil {
+				return &result{err: err}
+			}
+			path = filepath.Join(dir, "sqllock.db")
+		}
+		dsn = SQLiteDSN(path)
+	default:
+		return &result{err: fmt.Errorf("unknown dialect %v", d)}
+	}
+	if dsn == "" {
+		var why string
+		dsn, why = startContainer(d)
+		if dsn == "" {
+			return &result{skip: why}
+		}
+	}
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		return &result{err: err}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := waitPing(ctx, db); err != nil {
+		db.Close()
+		return &result{skip: fmt.Sprintf("cannot reach %v at %s: %v", d, redact(dsn), err)}
+	}
+	if err := migrations.Up(ctx, db, d); err != nil {
+		db.Close()
+		return &result{err: err}
+	}
+	return &result{db: &DB{DB: db, Dialect: d, Driver: driver, DSN: dsn}}
+}
+
+// SQLiteDSN is the modernc.org/sqlite DSN the tests and the command use:
+// WAL so readers do not block the writer, and a busy timeout so writers
+// queue instead of failing at once.
+func SQLiteDSN(path string) string {
+	return "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+}
+
+func sqlitePath(dsn string) string {
+	p := strings.TrimPrefix(dsn, "file:")
+	if i := strings.IndexByte(p, '?'); i >= 0 {
+		p = p[:i]
+	}
+	return p
+}
+
+func waitPing(ctx context.Context, db *sql.DB) error {
+	for {
+		err := db.PingContext(ctx)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func redact(dsn string) string {
+	if i := strings.Index(dsn, "@"); i >= 0 {
+		if j := strings.LastIndex(dsn[:i], ":"); j >= 0 && !strings.Contains(dsn[:j], "@") && strings.Contains(dsn[:j], "//") {
+			return dsn[:j] + ":***" + dsn[i:]
+		}
+	}
+	return dsn
+}
+
+// startContainer starts a throwaway server with dockertest and returns its
+// DSN, or why it could not.
+func startContainer(d sqllock.Dialect) (dsn, why string) {
+	env := map[sqllock.Dialect]string{sqllock.Postgres: EnvPostgres, sqllock.MySQL: EnvMySQL}[d]
+	pool, err := dockertest.NewPool("")
+	if err == nil {
+		err = pool.Client.Ping()
+	}
+	if err != nil {
+		return "", fmt.Sprintf("%s is unset and no Docker engine answers for dockertest (%v)", env, err)
+	}
+	pool.MaxWait = 90 * time.Second
+	var opts dockertest.RunOptions
+	switch d {
+	case sqllock.Postgres:
+		opts = dockertest.RunOptions{Repository: "postgres", Tag: "16", Env: []string{"POSTGRES_HOST_AUTH_METHOD=trust", "POSTGRES_DB=test"}}
+	case sqllock.MySQL:
+		opts = dockertest.RunOptions{Repository: "mariadb", Tag: "10.11", Env: []string{"MARIADB_ALLOW_EMPTY_ROOT_PASSWORD=1", "MARIADB_DATABASE=test"}}
+	}
+	res, err := pool.RunWithOptions(&opts, func(hc *docker.HostConfig) {
+		hc.AutoRemove = true
+		hc.RestartPolicy = docker.RestartPolicy{Name: "no"}
+	})
+	if err != nil {
+		return "", fmt.Sprintf("%s is unset and dockertest could not start a container: %v", env, err)
+	}
+	_ = res.Expire(600) // the container outlives no test run by long
+	switch d {
+	case sqllock.Postgres:
+		dsn = "postgres://postgres@" + res.GetHostPort("5432/tcp") + "/test?sslmode=disable"
+	case sqllock.MySQL:
+		dsn = "root@tcp(" + res.GetHostPort("3306/tcp") + ")/test"
+	}
+	driver := map[sqllock.Dialect]string{sqllock.Postgres: "pgx", sqllock.MySQL: "mysql"}[d]
+	if err := pool.Retry(func() error {
+		db, err := sql.Open(driver, dsn)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		return db.Ping()
+	}); err != nil {
+		return "", fmt.Sprintf("container for %v never answered: %v", d, err)
+	}
+	return dsn, ""
+}

@@ -1,0 +1,138 @@
+// Package migrations ships the schema sqllock needs as goose migrations,
+// one folder per dialect, embedded in the module.
+//
+// Up and Down run them through a goose Provider with its own version table
+// (VersionTable), so they never touch goose's process-wide settings or an
+// application's own goose_db_version. The same folders work with the goose
+// command line:
+//
+//	goose -dir migrations/postgres -table sqllock_db_version postgres "$DSN" up
+//
+// Users of another migration tool can read the SQL from FS.
+package migrations
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"fmt"
+	"io/fs"
+
+	"github.com/pressly/goose/v3"
+
+	"github.com/sqllock/sqllock"
+)
+
+// FS holds the migrations: postgres/, mysql/ and sqlite/.
+//
+//go:embed postgres/*.sql mysql/*.sql sqlite/*.sql
+var FS embed.FS
+
+// VersionTable is the goose version table sqllock uses.
+const VersionTable = "sqllock_db_version"
+
+// Dir returns the folder of FS that holds d's migrations.
+func Dir(d sqllock.Dialect) (string, error) {
+	switch d {
+	case sqllock.Postgres, sqllock.MySQL, sqllock.SQLite:
+		return d.String(), nil
+	}
+	return "", fmt.Errorf("migrations: %w: dialect %v", sqllock.ErrUnsupported, d)
+}
+
+// NewProvider returns a goose Provider over d's migrations with sqllock's
+// version table and a session lock, so concurrent Up calls from several
+// processes apply each migration once.
+func NewProvider(db *sql.DB, d sqllock.Dialect) (*goose.Provider, error) {
+	dir, err := Dir(d)
+	if err != nil {
+		return nil, err
+	}
+	sub, err := fs.Sub(FS, dir)
+	if err != nil {
+		return nil, err
+	}
+	gd := map[sqllock.Dialect]goose.Dialect{
+		sqllock.Postgres: goose.DialectPostgres,
+		sqllock.MySQL:    goose.DialectMySQL,
+		sqllock.SQLite:   goose.DialectSQLite3,
+	}[d]
+	opts := []goose.ProviderOption{goose.WithTableName(VersionTable), goose.WithDisableGlobalRegistry(true)}
+	if d != sqllock.SQLite { // SQLite serialises writers by itself
+		opts = append(opts, goose.WithSessionLocker(sessionLocker{d}))
+	}
+	return goose.NewProvider(gd, db, sub, opts...)
+}
+
+// Up applies every pending migration for d.
+func Up(ctx context.Context, db *sql.DB, d sqllock.Dialect) error {
+	p, err := NewProvider(db, d)
+	if err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("migrations: up (%v): %w", d, err)
+	}
+	return nil
+}
+
+// Down rolls back every sqllock migration for d. It drops the lock table and
+// the fencing sequence: tokens issued afterwards start again from 1.
+func Down(ctx context.Context, db *sql.DB, d sqllock.Dialect) error {
+	p, err := NewProvider(db, d)
+	if err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	if _, err := p.DownTo(ctx, 0); err != nil {
+		return fmt.Errorf("migrations: down (%v): %w", d, err)
+	}
+	return nil
+}
+
+// Pending reports whether d's migrations still have steps to apply: a
+// database that needs `sqllock migrate up`.
+func Pending(ctx context.Context, db *sql.DB, d sqllock.Dialect) (bool, error) {
+	p, err := NewProvider(db, d)
+	if err != nil {
+		return false, err
+	}
+	return p.HasPending(ctx)
+}
+
+// lockName identifies the migration lock on both servers.
+const (
+	pgLockID  = 0x73716c6c6f636b // "sqllock"
+	mysqlLock = "sqllock_migrations"
+)
+
+// sessionLocker blocks on a server-side lock bounded by the context; goose's
+// own lockers poll every few seconds, which would slow parallel test runs.
+type sessionLocker struct{ d sqllock.Dialect }
+
+func (s sessionLocker) SessionLock(ctx context.Context, conn *sql.Conn) error {
+	if s.d == sqllock.Postgres {
+		_, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock($1)", int64(pgLockID))
+		return err
+	}
+	for {
+		var got sql.NullInt64
+		if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 5)", mysqlLock).Scan(&got); err != nil {
+			return err
+		}
+		if got.Valid && got.Int64 == 1 {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+func (s sessionLocker) SessionUnlock(ctx context.Context, conn *sql.Conn) error {
+	if s.d == sqllock.Postgres {
+		_, err := conn.ExecContext(ctx, "SELECT pg_advisory_unlock($1)", int64(pgLockID))
+		return err
+	}
+	_, err := conn.ExecContext(ctx, "SELECT RELEASE_LOCK(?)", mysqlLock)
+	return err
+}

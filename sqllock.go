@@ -1,0 +1,129 @@
+package sqllock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// Locker hands out leases on string keys.
+//
+// Implementations live in the strategy packages (tablelock, rowlock,
+// optimistic, advisory). All of them are safe for concurrent use.
+type Locker interface {
+	// Acquire blocks until the key is held or ctx ends. When ctx ends first
+	// the error matches both ErrNotAcquired and ctx.Err().
+	Acquire(ctx context.Context, key string) (Lease, error)
+	// TryAcquire returns at once: a lease, or an error matching
+	// ErrNotAcquired when someone else holds the key.
+	TryAcquire(ctx context.Context, key string) (Lease, error)
+}
+
+// Lease is one holding of a key.
+type Lease interface {
+	// Key is the key the lease holds.
+	Key() string
+	// Token is the fencing token: strictly larger for each new holder of a
+	// key. Hand it to the protected resource so it can refuse stale writers.
+	Token() int64
+	// Done is closed when the lease ends, by Release or by loss.
+	Done() <-chan struct{}
+	// Err is nil while the lease is held, matches ErrLockLost after a loss
+	// and ErrReleased after Release.
+	Err() error
+	// Release gives the key back. It is safe to defer: the first call after a
+	// loss returns ErrLockLost, any second call ErrReleased.
+	Release(ctx context.Context) error
+}
+
+// Sentinel errors. Strategies wrap them with the key and the strategy name;
+// match them with errors.Is.
+var (
+	// ErrNotAcquired: the key is held by someone else.
+	ErrNotAcquired = errors.New("lock not acquired")
+	// ErrLockLost: the lease ended without Release (expired, taken over,
+	// its session died).
+	ErrLockLost = errors.New("lock lost")
+	// ErrReleased: the lease was already released.
+	ErrReleased = errors.New("lease already released")
+	// ErrNotHeld: the caller does not hold the key it tried to release or renew.
+	ErrNotHeld = errors.New("lock not held by caller")
+	// ErrUnsupported: the strategy cannot be served by the dialect.
+	ErrUnsupported = errors.New("unsupported by dialect")
+	// ErrConflict: an optimistic write found the version moved.
+	ErrConflict = errors.New("version conflict")
+	// ErrStaleToken: a fenced write carried a token older than one already applied.
+	ErrStaleToken = errors.New("stale fencing token")
+	// ErrInvalidKey: the key is empty, too long or not valid UTF-8.
+	ErrInvalidKey = errors.New("invalid key")
+	// ErrInvalidOption: a constructor option is out of range.
+	ErrInvalidOption = errors.New("invalid option")
+)
+
+// MaxKeyLen is the longest key, in bytes, that every strategy accepts. It
+// matches the key column of the shipped migrations.
+const MaxKeyLen = 255
+
+// ValidateKey reports whether key can be used as a lock key: non-empty, at
+// most MaxKeyLen bytes of valid UTF-8 with no NUL byte. The error matches
+// ErrInvalidKey.
+func ValidateKey(key string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("%w: empty key", ErrInvalidKey)
+	case len(key) > MaxKeyLen:
+		return fmt.Errorf("%w: key of %d bytes exceeds the limit of %d", ErrInvalidKey, len(key), MaxKeyLen)
+	case !utf8.ValidString(key):
+		return fmt.Errorf("%w: key %q is not valid UTF-8", ErrInvalidKey, key)
+	case strings.IndexByte(key, 0) >= 0:
+		return fmt.Errorf("%w: key %q contains a NUL byte", ErrInvalidKey, key)
+	}
+	return nil
+}
+
+// Dialect names the SQL database a Locker talks to. The caller names it; the
+// library never guesses from the driver.
+type Dialect int
+
+// The supported dialects.
+const (
+	// Postgres is PostgreSQL 13 or later, through any database/sql driver;
+	// LISTEN/NOTIFY wake-ups need github.com/jackc/pgx/v5/stdlib.
+	Postgres Dialect = iota + 1
+	// MySQL is MariaDB 10.6 or later (and MySQL where a strategy says so).
+	MySQL
+	// SQLite is SQLite 3.38 or later, the embedded default.
+	SQLite
+)
+
+// String returns "postgres", "mysql" or "sqlite".
+func (d Dialect) String() string {
+	switch d {
+	case Postgres:
+		return "postgres"
+	case MySQL:
+		return "mysql"
+	case SQLite:
+		return "sqlite"
+	}
+	return fmt.Sprintf("Dialect(%d)", int(d))
+}
+
+// Valid reports whether d is one of the named dialects.
+func (d Dialect) Valid() bool { return d >= Postgres && d <= SQLite }
+
+// ParseDialect maps "postgres"/"postgresql"/"pgx", "mysql"/"mariadb" and
+// "sqlite"/"sqlite3" to a Dialect.
+func ParseDialect(s string) (Dialect, error) {
+	switch strings.ToLower(s) {
+	case "postgres", "postgresql", "pgx":
+		return Postgres, nil
+	case "mysql", "mariadb":
+		return MySQL, nil
+	case "sqlite", "sqlite3":
+		return SQLite, nil
+	}
+	return 0, fmt.Errorf("sqllock: unknown dialect %q (want postgres, mysql or sqlite)", s)
+}

@@ -1,0 +1,525 @@
+package tablelock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/sqlutil"
+)
+
+var _ sqllock.Locker = (*Locker)(nil)
+
+// releaseTimeout bounds Release and the clean-up of a cancelled Acquire,
+// which run detached from the caller's context.
+const releaseTimeout = 5 * time.Second
+
+// Locker hands out leases backed by rows of a lock table. It is safe for
+// concurrent use. Close it when done to stop its PostgreSQL listener.
+type Locker struct {
+	db      *sql.DB
+	dialect sqllock.Dialect
+	cfg     config
+	q       queries
+	host    string
+	stmts   stmtCache
+	waiters waiters
+	ln      *listener // nil unless PostgreSQL with notifications
+
+	mu     sync.Mutex
+	holds  map[holdID]*hold
+	closed bool
+}
+
+// New returns a Locker over db for dialect d. It checks its options but does
+// not touch the database; run migrations.Up first. New never closes db.
+func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
+	if db == nil {
+		return nil, fmt.Errorf("tablelock: %w: nil *sql.DB", sqllock.ErrInvalidOption)
+	}
+	cfg := defaults()
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, fmt.Errorf("tablelock: %w", err)
+		}
+	}
+	if err := cfg.finish(); err != nil {
+		return nil, fmt.Errorf("tablelock: %w", err)
+	}
+	q, err := buildQueries(d, cfg.table, cfg.asyncCommit && d == sqllock.Postgres)
+	if err != nil {
+		return nil, err
+	}
+	l := &Locker{
+		db: db, dialect: d, cfg: cfg, q: q,
+		host:  sqllock.Host(),
+		stmts: stmtCache{db: db},
+		holds: make(map[holdID]*hold),
+	}
+	l.waiters.m = make(map[string]*waitEntry)
+	if d == sqllock.Postgres && cfg.notify {
+		l.ln = newListener(db, q.channel, &l.waiters, cfg.logger)
+	}
+	return l, nil
+}
+
+// Close stops the Locker's listener and refuses new acquisitions. Leases
+// already held keep renewing until they are released. Close never closes
+// the *sql.DB.
+func (l *Locker) Close() error {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+	if l.ln != nil {
+		l.ln.close()
+	}
+	return nil
+}
+
+// TTL is the lease length the Locker grants.
+func (l *Locker) TTL() time.Duration { return l.cfg.ttl }
+
+// Acquire blocks until key is held by the owner in ctx (or a fresh random
+// owner) or ctx ends; then the error matches both sqllock.ErrNotAcquired and
+// ctx.Err().
+func (l *Locker) Acquire(ctx context.Context, key string) (sqllock.Lease, error) {
+	return l.acquire(ctx, key, true)
+}
+
+// TryAcquire takes key if it is free, expired or already held by the owner
+// in ctx, and otherwise returns an error matching sqllock.ErrNotAcquired
+// that names the holder's host.
+func (l *Locker) TryAcquire(ctx context.Context, key string) (sqllock.Lease, error) {
+	return l.acquire(ctx, key, false)
+}
+
+// attempt is the outcome of one acquire statement.
+type attempt struct {
+	won       bool
+	token     int64
+	holds     int64
+	host      string        // the holder's, when not won
+	remaining time.Duration // the holder's lease left, when not won; <0 unknown
+}
+
+func (l *Locker) acquire(ctx context.Context, key string, wait bool) (sqllock.Lease, error) {
+	if err := sqllock.ValidateKey(key); err != nil {
+		return nil, fmt.Errorf("tablelock: acquire %q: %w", key, err)
+	}
+	owner, fresh, err := sqllock.ResolveOwner(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("tablelock: acquire %q: %w", key, err)
+	}
+	l.mu.Lock()
+	closed := l.closed
+	l.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("tablelock: acquire %q: %w: locker closed", key, sqllock.ErrInvalidOption)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, cancelled(key, err)
+	}
+
+	listening := false
+	if wait && l.ln != nil {
+		// Subscribe before the first attempt so a release between a refused
+		// attempt and the wait cannot be missed.
+		if err := l.ln.subscribe(ctx); err == nil {
+			listening = true
+			defer l.ln.unsubscribe()
+		} else if ctx.Err() != nil {
+			return nil, cancelled(key, ctx.Err())
+		}
+	}
+
+	backoff := time.Millisecond
+	for {
+		wake, unwatch := l.waiters.watch(key)
+		start := time.Now()
+		a, err := l.try(ctx, key, owner)
+		if err == nil && a.won {
+			unwatch()
+			return l.newLease(key, owner, a, start), nil
+		}
+		if err != nil {
+			switch {
+			case ctx.Err() != nil:
+				unwatch()
+				if fresh {
+					// The statement may have committed before the cancel
+					// reached it; the fresh owner is ours alone, so give back
+					// whatever it may hold.
+					l.cleanup(key, owner)
+				}
+				return nil, cancelled(key, ctx.Err())
+			case sqlutil.IsDeadlock(err) || sqlutil.IsLockNotAvailable(err):
+				// MariaDB picks one of two racing inserters on a contended
+				// key as a deadlock victim: the key is held elsewhere.
+				a = attempt{remaining: -1}
+			case sqlutil.IsRetryable(err):
+				a = attempt{remaining: -1, host: "unknown (database busy)"}
+				if !wait {
+					unwatch()
+					return nil, fmt.Errorf("tablelock: acquire %q: %w", key, err)
+				}
+			default:
+				unwatch()
+				return nil, fmt.Errorf("tablelock: acquire %q: %w", key, err)
+			}
+		}
+		if !wait {
+			unwatch()
+			return nil, notAcquired(key, a)
+		}
+		pause := l.pause(a, listening, &backoff)
+		timer := time.NewTimer(pause)
+		select {
+		case <-wake:
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			unwatch()
+			return nil, cancelled(key, ctx.Err())
+		}
+		timer.Stop()
+		unwatch()
+	}
+}
+
+// pause is how long a refused waiter sleeps before its next attempt unless
+// woken. With notifications it only guards against a holder that died
+// without releasing: sleep until that lease would expire. Without them,
+// exponential backoff with full jitter, capped.
+func (l *Locker) pause(a attempt, listening bool, backoff *time.Duration) time.Duration {
+	if listening && a.remaining >= 0 {
+		// Jitter spreads the waiters that all wake at one expiry.
+		return a.remaining + time.Millisecond + rand.N(2*time.Millisecond)
+	}
+	if listening {
+		return 5*time.Millisecond + rand.N(10*time.Millisecond)
+	}
+	d := *backoff
+	*backoff = min(2**backoff, l.cfg.maxBackoff)
+	if a.remaining >= 0 && a.remaining < d {
+		d = a.remaining + time.Millisecond
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+func cancelled(key string, cause error) error {
+	return errors.Join(fmt.Errorf("tablelock: acquire %q: %w", key, sqllock.ErrNotAcquired), cause)
+}
+
+func notAcquired(key string, a attempt) error {
+	if a.host == "" {
+		return fmt.Errorf("tablelock: acquire %q: %w", key, sqllock.ErrNotAcquired)
+	}
+	if a.remaining >= 0 {
+		return fmt.Errorf("tablelock: acquire %q: %w: held by %s for %v more", key, sqllock.ErrNotAcquired, a.host, a.remaining.Round(time.Millisecond))
+	}
+	return fmt.Errorf("tablelock: acquire %q: %w: held by %s", key, sqllock.ErrNotAcquired, a.host)
+}
+
+// try runs one acquire statement.
+func (l *Locker) try(ctx context.Context, key, owner string) (attempt, error) {
+	ttl := l.cfg.ttl.Microseconds()
+	var a attempt
+	var remaining int64
+	switch l.dialect {
+	case sqllock.Postgres:
+		st, err := l.stmts.get(ctx, l.q.acquire)
+		if err != nil {
+			return a, err
+		}
+		err = st.QueryRowContext(ctx, key, owner, l.host, ttl).Scan(&a.won, &a.token, &a.holds, &a.host, &remaining)
+		if errors.Is(err, sql.ErrNoRows) {
+			// The holder's row is newer than this statement's snapshot.
+			return attempt{remaining: -1}, nil
+		}
+		if err != nil {
+			return a, err
+		}
+	case sqllock.MySQL:
+		st, err := l.stmts.get(ctx, l.q.acquire)
+		if err != nil {
+			return a, err
+		}
+		var rowOwner string
+		if err := st.QueryRowContext(ctx, key, owner, l.host, ttl).Scan(&rowOwner, &a.token, &a.holds, &a.host, &remaining); err != nil {
+			return a, err
+		}
+		a.won = rowOwner == owner
+	case sqllock.SQLite:
+		if err := l.trySQLite(ctx, key, owner, ttl, &a, &remaining); err != nil {
+			return a, err
+		}
+	}
+	if a.won {
+		a.host = ""
+		a.remaining = 0
+	} else {
+		a.remaining = time.Duration(max(remaining, 0)) * time.Microsecond
+	}
+	return a, nil
+}
+
+func (l *Locker) trySQLite(ctx context.Context, key, owner string, ttl int64, a *attempt, remaining *int64) (err error) {
+	// A read first: in WAL mode it takes no lock, so waiters polling a held
+	// key do not queue for the single write lock ahead of the holder's
+	// renewals and release.
+	var holder string
+	err = l.db.QueryRowContext(ctx, l.q.holder, key).Scan(&holder, &a.host, remaining)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return err
+	case *remaining > 0 && holder != owner:
+		return nil
+	}
+	tx, err := l.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	err = tx.QueryRowContext(ctx, l.q.acquire, key, owner, l.host, ttl).Scan(&a.won, &a.token, &a.holds, &a.host, remaining)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		a.won = false
+		if err = tx.QueryRowContext(ctx, l.q.holder, key).Scan(&holder, &a.host, remaining); err != nil {
+			return err
+		}
+	case err != nil:
+		return err
+	default:
+		if _, err = tx.ExecContext(ctx, l.q.fence, a.token); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// cleanup gives back a hold a cancelled Acquire may have taken unawares.
+func (l *Locker) cleanup(key, owner string) {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	_, _ = l.releaseOwned(ctx, key, owner)
+}
+
+// ReleaseKey releases one hold of key by the owner in ctx (see
+// sqllock.WithOwner), for a process that restarted with a persistent owner
+// and no longer has the lease. It returns an error matching
+// sqllock.ErrNotHeld, and changes nothing, when that owner does not hold
+// key.
+func (l *Locker) ReleaseKey(ctx context.Context, key string) error {
+	if err := sqllock.ValidateKey(key); err != nil {
+		return fmt.Errorf("tablelock: release %q: %w", key, err)
+	}
+	owner, ok := sqllock.OwnerFrom(ctx)
+	if !ok {
+		return fmt.Errorf("tablelock: release %q: %w: no owner in context", key, sqllock.ErrNotHeld)
+	}
+	n, err := l.releaseOwned(ctx, key, owner)
+	if err != nil {
+		return fmt.Errorf("tablelock: release %q: %w", key, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("tablelock: release %q: %w: owner %q", key, sqllock.ErrNotHeld, owner)
+	}
+	return nil
+}
+
+func (l *Locker) releaseOwned(ctx context.Context, key, owner string) (int64, error) {
+	defer l.waiters.signal(key)
+	if l.dialect == sqllock.Postgres {
+		return countRows(l.db.QueryContext(ctx, l.q.releaseKey, key, owner, l.q.channel))
+	}
+	res, err := l.db.ExecContext(ctx, l.q.releaseKey, key, owner)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// ForceRelease frees key whoever holds it, for an operator. The holder is
+// not told at once: its next renewal finds the row gone and its lease ends
+// with sqllock.ErrLockLost. It reports whether the key was held.
+func (l *Locker) ForceRelease(ctx context.Context, key string) (bool, error) {
+	if err := sqllock.ValidateKey(key); err != nil {
+		return false, fmt.Errorf("tablelock: force release %q: %w", key, err)
+	}
+	defer l.waiters.signal(key)
+	var n int64
+	var err error
+	if l.dialect == sqllock.Postgres {
+		n, err = countRows(l.db.QueryContext(ctx, l.q.forceRelease, key, l.q.channel))
+	} else {
+		var res sql.Result
+		if res, err = l.db.ExecContext(ctx, l.q.forceRelease, key); err == nil {
+			n, err = res.RowsAffected()
+		}
+	}
+	if err != nil {
+		return false, fmt.Errorf("tablelock: force release %q: %w", key, err)
+	}
+	return n > 0, nil
+}
+
+// Info describes one held lock, as List reports it.
+type Info struct {
+	Key        string
+	Owner      string
+	Host       string // hostname/pid of the process that took it
+	Holds      int    // reentrant hold count
+	Token      int64
+	AcquiredAt time.Time
+	ExpiresAt  time.Time
+	HeldFor    time.Duration // on the database clock
+}
+
+// List returns the locks held now, by key.
+func (l *Locker) List(ctx context.Context) ([]Info, error) {
+	rows, err := l.db.QueryContext(ctx, l.q.list)
+	if err != nil {
+		return nil, fmt.Errorf("tablelock: list: %w", err)
+	}
+	defer rows.Close()
+	var out []Info
+	for rows.Next() {
+		var in Info
+		var held int64
+		var acq, exp any
+		if err := rows.Scan(&in.Key, &in.Owner, &in.Host, &in.Holds, &in.Token, &acq, &exp, &held); err != nil {
+			return nil, fmt.Errorf("tablelock: list: %w", err)
+		}
+		in.AcquiredAt, in.ExpiresAt = toTime(acq), toTime(exp)
+		in.HeldFor = time.Duration(held) * time.Microsecond
+		out = append(out, in)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("tablelock: list: %w", err)
+	}
+	return out, nil
+}
+
+// toTime reads a timestamp column whatever the driver made of it: a
+// time.Time (pgx; MySQL with parseTime), text (MySQL without it) or
+// microseconds since the epoch (SQLite).
+func toTime(v any) time.Time {
+	switch t := v.(type) {
+	case time.Time:
+		return t.UTC()
+	case int64:
+		return time.UnixMicro(t).UTC()
+	case []byte:
+		return parseTime(string(t))
+	case string:
+		return parseTime(t)
+	}
+	return time.Time{}
+}
+
+func parseTime(s string) time.Time {
+	t, err := time.Parse("2006-01-02 15:04:05.999999", s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+// countRows drains a result set and counts its rows.
+func countRows(rows *sql.Rows, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	var n int64
+	for rows.Next() {
+		n++
+	}
+	return n, rows.Err()
+}
+
+// stmtCache prepares each statement once per Locker. database/sql then
+// prepares it once per pooled connection, so MySQL does not pay a
+// server-side prepare on every call.
+type stmtCache struct {
+	db *sql.DB
+	mu sync.Mutex
+	m  map[string]*sql.Stmt
+}
+
+func (c *stmtCache) get(ctx context.Context, query string) (*sql.Stmt, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st, ok := c.m[query]; ok {
+		return st, nil
+	}
+	st, err := c.db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if c.m == nil {
+		c.m = make(map[string]*sql.Stmt)
+	}
+	c.m[query] = st
+	return st, nil
+}
+
+// waiters wakes blocked Acquires in this process when a key is released
+// here or a notification for it arrives.
+type waiters struct {
+	mu sync.Mutex
+	m  map[string]*waitEntry
+}
+
+type waitEntry struct {
+	ch   chan struct{}
+	refs int
+}
+
+// watch returns a channel closed by the next signal for key.
+func (w *waiters) watch(key string) (<-chan struct{}, func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e := w.m[key]
+	if e == nil {
+		e = &waitEntry{ch: make(chan struct{})}
+		w.m[key] = e
+	}
+	e.refs++
+	return e.ch, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		e.refs--
+		if e.refs == 0 && w.m[key] == e {
+			delete(w.m, key)
+		}
+	}
+}
+
+func (w *waiters) signal(key string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if e := w.m[key]; e != nil {
+		close(e.ch)
+		delete(w.m, key)
+	}
+}
+
+func (w *waiters) signalAll() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k, e := range w.m {
+		close(e.ch)
+		delete(w.m, k)
+	}
+}

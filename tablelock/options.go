@@ -1,0 +1,165 @@
+package tablelock
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sqllock/sqllock"
+)
+
+// DefaultTable is the lock table the shipped migrations create.
+const DefaultTable = "sqllock_locks"
+
+// DefaultTTL is the lease length when WithTTL is not given.
+const DefaultTTL = 30 * time.Second
+
+// MinTTL is the shortest TTL accepted: shorter leases could not be renewed
+// in time over a real network.
+const MinTTL = 10 * time.Millisecond
+
+// Option configures a Locker. Options validate their values; New checks them
+// against each other.
+type Option func(*config) error
+
+type config struct {
+	table       string
+	ttl         time.Duration
+	renew       time.Duration // 0: ttl/3
+	margin      time.Duration // 0: ttl/10
+	maxBackoff  time.Duration
+	notify      bool
+	asyncCommit bool
+	logger      *slog.Logger
+}
+
+func defaults() config {
+	return config{
+		table:      DefaultTable,
+		ttl:        DefaultTTL,
+		maxBackoff: 100 * time.Millisecond,
+		notify:     true,
+		logger:     slog.New(slog.DiscardHandler),
+	}
+}
+
+// WithTTL sets how long a lease lives without renewal (default 30s). A held
+// lease is renewed every TTL/3; a holder that cannot renew counts its lease
+// lost a safety margin before the database would hand the key to another.
+func WithTTL(d time.Duration) Option {
+	return func(c *config) error {
+		if d < MinTTL {
+			return fmt.Errorf("%w: TTL %v is below the minimum %v", sqllock.ErrInvalidOption, d, MinTTL)
+		}
+		c.ttl = d
+		return nil
+	}
+}
+
+// WithTable names the lock table (default "sqllock_locks"), optionally
+// schema-qualified. The name is validated as an identifier and quoted; the
+// table must have the columns of the shipped one (see Schema).
+func WithTable(name string) Option {
+	return func(c *config) error {
+		c.table = name
+		return nil
+	}
+}
+
+// WithRenewInterval sets how often a held lease is renewed (default TTL/3).
+// It must leave room for a retry before the safety margin: at most half of
+// TTL minus the margin.
+func WithRenewInterval(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: renew interval %v must be positive", sqllock.ErrInvalidOption, d)
+		}
+		c.renew = d
+		return nil
+	}
+}
+
+// WithSafetyMargin sets how long before the database-side expiry a holder
+// that failed to renew counts its lease lost (default TTL/10). It absorbs
+// clock-rate differences between client and server.
+func WithSafetyMargin(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: safety margin %v must be positive", sqllock.ErrInvalidOption, d)
+		}
+		c.margin = d
+		return nil
+	}
+}
+
+// WithMaxBackoff caps the pause between attempts of a blocked Acquire on
+// MySQL and SQLite, and on PostgreSQL when notifications are off (default
+// 100ms). Waiters in the same process are woken at once by a release
+// whatever the cap.
+func WithMaxBackoff(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: max backoff %v must be positive", sqllock.ErrInvalidOption, d)
+		}
+		c.maxBackoff = d
+		return nil
+	}
+}
+
+// WithNotify turns PostgreSQL LISTEN/NOTIFY wake-ups on or off (default on).
+// With it on, Release and the reaper notify the key, and one listening
+// connection per Locker wakes every blocked waiter at once. It needs the
+// pgx stdlib driver; with another driver waiters fall back to backoff.
+func WithNotify(on bool) Option {
+	return func(c *config) error {
+		c.notify = on
+		return nil
+	}
+}
+
+// WithAsyncCommit makes the lock's own statements commit without waiting for
+// the PostgreSQL WAL flush (synchronous_commit = off for those statements
+// only), roughly tripling the rate on one connection.
+//
+// The trade-off: a crash of the database server (not a clean restart) can
+// forget lock operations from its last ~0.6 s (three times
+// wal_writer_delay). A forgotten release only keeps the key until its TTL.
+// A forgotten acquisition or renewal is worse: the holder believes it holds
+// a lease the database no longer records, and another caller can take the
+// key. Fencing still protects the resource: the sequence is WAL-logged ahead
+// of the values it hands out, so after a crash it only grows and the next
+// holder's token is larger. Off by default; ignored on MySQL and SQLite.
+func WithAsyncCommit(on bool) Option {
+	return func(c *config) error {
+		c.asyncCommit = on
+		return nil
+	}
+}
+
+// WithLogger sets where renewal failures and losses are logged (default:
+// nowhere). Losses are always reported on the lease itself.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", sqllock.ErrInvalidOption)
+		}
+		c.logger = l
+		return nil
+	}
+}
+
+func (c *config) finish() error {
+	if c.margin == 0 {
+		c.margin = c.ttl / 10
+	}
+	if c.renew == 0 {
+		c.renew = c.ttl / 3
+	}
+	if c.margin >= c.ttl/2 {
+		return fmt.Errorf("%w: safety margin %v must be under half the TTL %v", sqllock.ErrInvalidOption, c.margin, c.ttl)
+	}
+	if c.renew > (c.ttl-c.margin)/2 {
+		return fmt.Errorf("%w: renew interval %v leaves no room to retry within TTL %v minus margin %v", sqllock.ErrInvalidOption, c.renew, c.ttl, c.margin)
+	}
+	return nil
+}

@@ -1,0 +1,73 @@
+package tablelock_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/locktest"
+	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/tablelock"
+)
+
+// newLocker returns a Locker closed when the test ends.
+func newLocker(t testing.TB, db *testdb.DB, opts ...tablelock.Option) *tablelock.Locker {
+	t.Helper()
+	l, err := tablelock.New(db.DB, db.Dialect, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// deleteRow plays an administrator removing a held lock by hand.
+func deleteRow(t testing.TB, db *testdb.DB, key string) {
+	t.Helper()
+	q := map[sqllock.Dialect]string{
+		sqllock.Postgres: "DELETE FROM sqllock_locks WHERE lock_key = $1",
+		sqllock.MySQL:    "DELETE FROM sqllock_locks WHERE lock_key = ?",
+		sqllock.SQLite:   "DELETE FROM sqllock_locks WHERE lock_key = ?",
+	}[db.Dialect]
+	res, err := db.ExecContext(context.Background(), q, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		t.Fatalf("deleted %d rows for %q, want 1", n, key)
+	}
+}
+
+func TestConformance(t *testing.T) {
+	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
+		locktest.Run(t, locktest.Target{
+			DB: db,
+			New: func(t testing.TB) sqllock.Locker {
+				return newLocker(t, db, tablelock.WithTTL(900*time.Millisecond))
+			},
+			Steal:      func(t testing.TB, l sqllock.Lease) { deleteRow(t, db, l.Key()) },
+			LossWithin: 2 * time.Second,
+			Reentrant:  true,
+			Exclusive:  true,
+		})
+	})
+}
+
+func TestSmoke(t *testing.T) {
+	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
+		ctx := context.Background()
+		l := newLocker(t, db)
+		key := locktest.Key(t)
+		a, err := l.Acquire(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = l.TryAcquire(ctx, key)
+		fmt.Println(a.Token(), err)
+		if err := a.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
