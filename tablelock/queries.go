@@ -2,8 +2,6 @@ package tablelock
 
 import (
 	"fmt"
-	"hash/fnv"
-	"strings"
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/sqlutil"
@@ -39,7 +37,7 @@ func buildQueries(d sqllock.Dialect, table string, asyncCommit bool) (queries, e
 	var q queries
 	switch d {
 	case sqllock.Postgres:
-		q.channel = notifyChannel(table)
+		q.channel = sqlutil.NotifyChannel(table)
 		// The SET list sees the old row, so every CASE asks about the holder
 		// before this statement. nextval in SET runs after the row lock, so a
 		// new holder's token is larger than any earlier holder's.
@@ -77,7 +75,7 @@ FROM ` + t + ` WHERE lock_key = $1 AND NOT EXISTS (SELECT 1 FROM got)`
 		owner      = CASE WHEN hold_count > 1 THEN owner ELSE '' END,
 		expires_at = CASE WHEN hold_count > 1 THEN expires_at ELSE now() END` + from + `
 	WHERE lock_key = $1 AND owner = $2 AND token = $3 AND expires_at > now()
-	RETURNING hold_count - 1 AS left_count
+	RETURNING hold_count AS left_count
 )
 SELECT left_count, CASE WHEN left_count = 0 AND $4 <> '' THEN pg_notify($4, $1)::text END FROM r`
 		q.renew = `UPDATE ` + t + ` SET expires_at = now() + $4 * interval '1 microsecond'` + from + `
@@ -87,7 +85,7 @@ WHERE lock_key = $1 AND owner = $2 AND token = $3 AND expires_at > now()`
 		owner      = CASE WHEN hold_count > 1 THEN owner ELSE '' END,
 		expires_at = CASE WHEN hold_count > 1 THEN expires_at ELSE now() END
 	WHERE lock_key = $1 AND owner = $2 AND expires_at > now()
-	RETURNING hold_count - 1 AS left_count
+	RETURNING hold_count AS left_count
 )
 SELECT left_count, CASE WHEN left_count = 0 THEN pg_notify($3, $1)::text END FROM r`
 		q.forceRelease = `WITH r AS (
@@ -167,17 +165,4 @@ FROM ` + t + ` WHERE expires_at > ` + now + ` ORDER BY lock_key`
 		return queries{}, fmt.Errorf("tablelock: %w: dialect %v", sqllock.ErrUnsupported, d)
 	}
 	return q, nil
-}
-
-// notifyChannel is the LISTEN/NOTIFY channel of a table. Channel names are
-// identifiers, at most 63 bytes; longer ones are hashed (a collision only
-// wakes a waiter that then finds its key still held).
-func notifyChannel(table string) string {
-	ch := "sqllock:" + strings.ToLower(table)
-	if len(ch) <= 63 {
-		return ch
-	}
-	h := fnv.New64a()
-	h.Write([]byte(table))
-	return fmt.Sprintf("sqllock:%016x", h.Sum64())
 }

@@ -8,6 +8,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net"
 	"regexp"
@@ -148,4 +149,18 @@ func IsConnLoss(err error) bool {
 		return true
 	}
 	return pgconn.SafeToRetry(err)
+}
+
+// NotifyChannel is the PostgreSQL LISTEN/NOTIFY channel on which releases
+// of a lock table's keys are announced. Channel names are identifiers, at
+// most 63 bytes; longer ones are hashed (a collision only wakes a waiter
+// that then finds its key still held).
+func NotifyChannel(table string) string {
+	ch := "sqllock:" + strings.ToLower(table)
+	if len(ch) <= 63 {
+		return ch
+	}
+	h := fnv.New64a()
+	h.Write([]byte(table))
+	return fmt.Sprintf("sqllock:%016x", h.Sum64())
 }

@@ -87,13 +87,19 @@ func Open(t testing.TB, d sqllock.Dialect) *DB {
 func Fresh(t testing.TB, d sqllock.Dialect, maxOpen int) *DB {
 	t.Helper()
 	shared := Open(t, d)
-	db, err := sql.Open(shared.Driver, shared.DSN)
+	db := openWith(t, shared, shared.DSN)
+	db.SetMaxOpenConns(maxOpen)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func openWith(t testing.TB, shared *DB, dsn string) *DB {
+	t.Helper()
+	db, err := sql.Open(shared.Driver, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	db.SetMaxOpenConns(maxOpen)
-	t.Cleanup(func() { db.Close() })
-	return &DB{DB: db, Dialect: d, Driver: shared.Driver, DSN: shared.DSN}
+	return &DB{DB: db, Dialect: shared.Dialect, Driver: shared.Driver, DSN: dsn}
 }
 
 // ForEach runs fn as a subtest per dialect.

@@ -1,0 +1,125 @@
+package testdb
+
+import (
+	"io"
+	"net"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sqllock/sqllock"
+)
+
+// Proxy is a TCP relay between the tests and a database server, for
+// network faults: Cut drops every connection and refuses new ones (a
+// partition, or a server restart as the client sees it); Restore lets
+// connections through again.
+type Proxy struct {
+	*DB // a handle whose connections go through the proxy
+
+	ln     net.Listener
+	target string
+
+	mu    sync.Mutex
+	cut   bool
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+var hostPort = regexp.MustCompile(`(@tcp\(|@)(127\.0\.0\.1|localhost|\[::1\]|[A-Za-z0-9.-]+):(\d+)`)
+
+// NewProxy opens a handle on d's database whose connections pass through a
+// proxy, closed when the test ends. SQLite has no network: the test is
+// skipped for it.
+func NewProxy(t testing.TB, d sqllock.Dialect) *Proxy {
+	t.Helper()
+	shared := Open(t, d)
+	m := hostPort.FindStringSubmatchIndex(shared.DSN)
+	if m == nil {
+		t.Skipf("no host:port in the %v DSN to proxy", d)
+	}
+	target := shared.DSN[m[4]:m[5]] + ":" + shared.DSN[m[6]:m[7]]
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	dsn := shared.DSN[:m[4]] + strings.Replace(shared.DSN[m[4]:], target, ln.Addr().String(), 1)
+	p.wg.Add(1)
+	go p.accept()
+	fresh := openWith(t, shared, dsn)
+	p.DB = fresh
+	t.Cleanup(func() {
+		fresh.Close()
+		ln.Close()
+		p.Cut()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.cut {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		s, err := net.Dial("tcp", p.target)
+		if err != nil {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		p.conns[c], p.conns[s] = struct{}{}, struct{}{}
+		p.wg.Add(2)
+		p.mu.Unlock()
+		go p.pipe(c, s)
+		go p.pipe(s, c)
+	}
+}
+
+func (p *Proxy) pipe(dst, src net.Conn) {
+	defer p.wg.Done()
+	_, _ = io.Copy(dst, src)
+	dst.Close()
+	src.Close()
+	p.mu.Lock()
+	delete(p.conns, dst)
+	delete(p.conns, src)
+	p.mu.Unlock()
+}
+
+// Cut drops every proxied connection and refuses new ones until Restore.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = true
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
+// Drop closes the proxied connections once but lets new ones through: a
+// reset connection, as after a failover or an idle timeout.
+func (p *Proxy) Drop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
+// Restore lets connections through again.
+func (p *Proxy) Restore() {
+	p.mu.Lock()
+	p.cut = false
+	p.mu.Unlock()
+}

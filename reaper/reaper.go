@@ -1,0 +1,194 @@
+// Package reaper deletes expired rows of a tablelock table in bounded
+// batches, so a table whose keys come and go does not grow without end.
+//
+// The reaper is housekeeping, not a correctness mechanism: tablelock takes
+// an expired key over by itself, with or without a reaper. What the reaper
+// adds is a small table and, on PostgreSQL, a NOTIFY for each key whose
+// holder died without releasing, so blocked waiters there look again at
+// once.
+//
+// Rows are deleted only once expired for a grace period (default 5s). A
+// deleted row takes its last fencing token with it; the next holder of the
+// key inserts a new row with a fresh token from the sequence, which is
+// larger than the deleted one unless that insert drew its token before the
+// deleted row's holder did and is still in flight — the grace makes that
+// impossible in practice.
+package reaper
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/sqlutil"
+)
+
+// Option configures a Reaper.
+type Option func(*config) error
+
+type config struct {
+	table    string
+	interval time.Duration
+	batch    int
+	grace    time.Duration
+	logger   *slog.Logger
+}
+
+// WithTable names the lock table (default "sqllock_locks").
+func WithTable(name string) Option {
+	return func(c *config) error { c.table = name; return nil }
+}
+
+// WithInterval sets the pause between sweeps (default 30s).
+func WithInterval(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: interval %v must be positive", sqllock.ErrInvalidOption, d)
+		}
+		c.interval = d
+		return nil
+	}
+}
+
+// WithBatchSize bounds the rows one DELETE removes (default 500), so a sweep
+// never holds many row locks or a long transaction.
+func WithBatchSize(n int) Option {
+	return func(c *config) error {
+		if n <= 0 || n > 100000 {
+			return fmt.Errorf("%w: batch size %d must be 1 to 100000", sqllock.ErrInvalidOption, n)
+		}
+		c.batch = n
+		return nil
+	}
+}
+
+// WithGrace sets how long past its expiry a row is kept (default 5s).
+func WithGrace(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("%w: grace %v must not be negative", sqllock.ErrInvalidOption, d)
+		}
+		c.grace = d
+		return nil
+	}
+}
+
+// WithLogger sets where sweep counts and errors are logged (default
+// slog.Default()).
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", sqllock.ErrInvalidOption)
+		}
+		c.logger = l
+		return nil
+	}
+}
+
+// Reaper deletes expired lock rows.
+type Reaper struct {
+	db      *sql.DB
+	dialect sqllock.Dialect
+	cfg     config
+	query   string
+	channel string
+}
+
+// New returns a Reaper for db's lock table. It does not touch the database
+// until Run or Sweep, and never closes db.
+func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Reaper, error) {
+	if db == nil {
+		return nil, fmt.Errorf("reaper: %w: nil *sql.DB", sqllock.ErrInvalidOption)
+	}
+	cfg := config{table: "sqllock_locks", interval: 30 * time.Second, batch: 500, grace: 5 * time.Second, logger: slog.Default()}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, fmt.Errorf("reaper: %w", err)
+		}
+	}
+	t, err := sqlutil.QuoteIdent(d, cfg.table)
+	if err != nil {
+		return nil, fmt.Errorf("reaper: table: %w", err)
+	}
+	r := &Reaper{db: db, dialect: d, cfg: cfg}
+	switch d {
+	case sqllock.Postgres:
+		r.channel = sqlutil.NotifyChannel(cfg.table)
+		// SKIP LOCKED: a row being taken over right now is left for the next
+		// sweep instead of blocking it. Keys whose holder never released
+		// (owner still set) are notified.
+		r.query = `WITH d AS (
+	DELETE FROM ` + t + ` WHERE lock_key IN (
+		SELECT lock_key FROM ` + t + `
+		WHERE expires_at < now() - $1 * interval '1 microsecond'
+		LIMIT $2 FOR UPDATE SKIP LOCKED)
+	AND expires_at < now() - $1 * interval '1 microsecond'
+	RETURNING lock_key, owner
+)
+SELECT count(*), count(pg_notify($3, lock_key)) FILTER (WHERE owner <> '') FROM d`
+	case sqllock.MySQL:
+		r.query = `DELETE FROM ` + t + ` WHERE expires_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND ORDER BY expires_at LIMIT ?`
+	case sqllock.SQLite:
+		r.query = `DELETE FROM ` + t + ` WHERE lock_key IN (
+	SELECT lock_key FROM ` + t + ` WHERE expires_at < CAST(unixepoch('subsec') * 1000000 AS INTEGER) - ?1 LIMIT ?2)`
+	default:
+		return nil, fmt.Errorf("reaper: %w: dialect %v", sqllock.ErrUnsupported, d)
+	}
+	return r, nil
+}
+
+// Run sweeps at once and then every interval until ctx ends; it returns nil
+// when ctx ends. A failed sweep is logged and retried at the next interval.
+func (r *Reaper) Run(ctx context.Context) error {
+	t := time.NewTicker(r.cfg.interval)
+	defer t.Stop()
+	for {
+		n, err := r.Sweep(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			r.cfg.logger.Warn("reaper: sweep failed", "table", r.cfg.table, "error", err.Error())
+		case n > 0:
+			r.cfg.logger.Info("reaper: deleted expired locks", "table", r.cfg.table, "rows", n)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Sweep deletes every row expired for longer than the grace period, one
+// batch per statement, and returns how many it deleted.
+func (r *Reaper) Sweep(ctx context.Context) (int64, error) {
+	var total int64
+	for {
+		n, err := r.batch(ctx)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("reaper: sweep %s: %w", r.cfg.table, err)
+		}
+		if n < int64(r.cfg.batch) {
+			return total, nil
+		}
+	}
+}
+
+func (r *Reaper) batch(ctx context.Context) (int64, error) {
+	grace := r.cfg.grace.Microseconds()
+	if r.dialect == sqllock.Postgres {
+		var n, notified int64
+		err := r.db.QueryRowContext(ctx, r.query, grace, r.cfg.batch, r.channel).Scan(&n, &notified)
+		return n, err
+	}
+	res, err := r.db.ExecContext(ctx, r.query, grace, r.cfg.batch)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}

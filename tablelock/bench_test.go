@@ -1,0 +1,123 @@
+package tablelock_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/locktest"
+	"github.com/sqllock/sqllock/internal/testdb"
+)
+
+// rawStatements are the statements tablelock runs for an uncontended
+// Acquire+Release, written out by hand: the floor to compare against.
+var rawStatements = map[sqllock.Dialect][2]string{
+	sqllock.Postgres: {
+		`INSERT INTO sqllock_locks AS t (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
+VALUES ($1, $2, 'raw', 1, nextval('sqllock_fence_seq'), now(), now() + interval '30 seconds')
+ON CONFLICT (lock_key) DO UPDATE SET token = nextval('sqllock_fence_seq'), hold_count = 1, owner = EXCLUDED.owner,
+	acquired_at = now(), expires_at = EXCLUDED.expires_at
+WHERE t.expires_at <= now() RETURNING t.token`,
+		`UPDATE sqllock_locks SET hold_count = 0, owner = '', expires_at = now() WHERE lock_key = $1 AND owner = $2 AND token = $3`,
+	},
+	sqllock.MySQL: {
+		`INSERT INTO sqllock_locks (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
+VALUES (?, ?, 'raw', 1, NEXTVAL(sqllock_fence_seq), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 SECOND)
+ON DUPLICATE KEY UPDATE token = IF(expires_at <= UTC_TIMESTAMP(6), NEXTVAL(sqllock_fence_seq), token),
+	owner = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(owner), owner),
+	expires_at = IF(owner = VALUES(owner), VALUES(expires_at), expires_at)
+RETURNING token`,
+		`UPDATE sqllock_locks SET hold_count = 0, owner = '', expires_at = UTC_TIMESTAMP(6) WHERE lock_key = ? AND owner = ? AND token = ?`,
+	},
+}
+
+// BenchmarkAcquireRelease: uncontended Acquire+Release through tablelock
+// beside the same two statements run by hand (prepared once, as a careful
+// hand-written version would be), in the same run.
+func BenchmarkAcquireRelease(b *testing.B) {
+	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL, sqllock.SQLite} {
+		b.Run(d.String(), func(b *testing.B) {
+			db := testdb.Open(b, d)
+			ctx := context.Background()
+			b.Run("sqllock", func(b *testing.B) {
+				l := newLocker(b, db)
+				key := locktest.Key(b)
+				for b.Loop() {
+					lease, err := l.Acquire(ctx, key)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := lease.Release(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			raw, ok := rawStatements[d]
+			if !ok {
+				return
+			}
+			b.Run("raw", func(b *testing.B) {
+				acq, err := db.PrepareContext(ctx, raw[0])
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer acq.Close()
+				rel, err := db.PrepareContext(ctx, raw[1])
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer rel.Close()
+				key, owner := locktest.Key(b), sqllock.NewOwnerID()
+				for b.Loop() {
+					var token int64
+					if err := acq.QueryRowContext(ctx, key, owner).Scan(&token); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := rel.ExecContext(ctx, key, owner, token); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkHandoff measures release → a blocked waiter in another Locker
+// (its own listener, as in another process) returns. It reports p50 and p99.
+func BenchmarkHandoff(b *testing.B) {
+	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL, sqllock.SQLite} {
+		b.Run(d.String(), func(b *testing.B) {
+			db := testdb.Open(b, d)
+			ctx := context.Background()
+			a, w := newLocker(b, db), newLocker(b, db)
+			key := locktest.Key(b)
+			var lat []time.Duration
+			for b.Loop() {
+				held, err := a.Acquire(ctx, key)
+				if err != nil {
+					b.Fatal(err)
+				}
+				got := make(chan time.Time, 1)
+				go func() {
+					lease, err := w.Acquire(ctx, key)
+					if err != nil {
+						panic(err)
+					}
+					got <- time.Now()
+					lease.Release(ctx)
+				}()
+				time.Sleep(2 * time.Millisecond) // let the waiter block
+				released := time.Now()
+				if err := held.Release(ctx); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, (<-got).Sub(released))
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+		})
+	}
+}
