@@ -1,0 +1,60 @@
+// Package rowlock is the pessimistic strategy: a lease is a row lock
+// (SELECT ... FOR UPDATE) held by an open transaction on PostgreSQL or
+// MariaDB. The database holds the lock for as long as the transaction stays
+// open and drops it by itself when the holder's session dies, so there is
+// no expiry to tune and no renewal to miss.
+//
+// [New] returns a [Locker]. [Locker.Acquire] waits in the database's own
+// lock queue, bounded by its context: a cancelled wait is stopped on the
+// server too (pgx sends a cancel request; on MariaDB the Locker kills the
+// waiting session, whose statement the driver alone would leave queued).
+// [Locker.TryAcquire] uses NOWAIT. The [Lease] exposes its transaction
+// ([Lease.Tx], or [TxFrom] inside [sqllock.Do]): work done there commits
+// with [Lease.Release] in the same step that frees the key, or is undone
+// with [Lease.Rollback]. A rowlock whose writes run in its own transaction
+// is safe by construction: a holder whose session is killed loses its
+// writes together with its lock.
+//
+// The fencing token is drawn from the shared sequence by the statement
+// that takes the row lock, after the lock is granted, so it is strictly
+// larger for each new holder of a key.
+//
+// [LockRows] locks rows of an application table (stock items, accounts) in
+// one statement in sorted key order, so transactions that lock overlapping
+// sets queue instead of deadlocking.
+//
+// # Cost and the pool-size rule
+//
+// Each held lease pins one pooled connection and one open transaction until
+// it is released. A process that holds up to N leases at once needs
+// db.SetMaxOpenConns of at least N+1 (the extra connection serves the loss
+// monitor and the MariaDB kill of a cancelled wait), and the server's
+// max_connections must cover every process. An Acquire that finds the pool
+// exhausted waits for a connection within its context and then says so; it
+// never deadlocks inside the library. Long-held leases also hold back
+// PostgreSQL's vacuum horizon and MariaDB's purge, as any long transaction
+// does.
+//
+// Prefer rowlock for short critical sections whose work lives in the same
+// database: the lock and the work commit or vanish together, and a dead
+// holder frees the key at once (the database ends its session). Prefer
+// tablelock for long holds, for many keys per process (it pins no
+// connection), behind transaction-pooling proxies, and on SQLite, which
+// rowlock does not serve ([New] returns an error matching
+// sqllock.ErrUnsupported).
+//
+// # Loss
+//
+// One goroutine per Locker checks, once per [WithCheckInterval] (1s by
+// default), all its held leases in one query: the session ids recorded at
+// acquisition against pg_stat_activity (which also shows whether the
+// transaction is still open) or information_schema.PROCESSLIST. A lease
+// whose session is gone closes [Lease.Done] and reports sqllock.ErrLockLost
+// within about one interval, at a cost of one query per interval per Locker
+// whatever the number of leases. The promise that protects the resource is
+// the fence (and the transaction itself), not the notice: another holder
+// may already have the key when Done closes.
+//
+// Not reentrant: a second Acquire of a held key waits for the first lease,
+// whatever owner the context names.
+package rowlock

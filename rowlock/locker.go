@@ -1,0 +1,405 @@
+package rowlock
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/sqlutil"
+)
+
+var _ sqllock.Locker = (*Locker)(nil)
+
+// cancelTimeout bounds the KILL that stops a cancelled MariaDB wait.
+const cancelTimeout = 5 * time.Second
+
+// Locker hands out leases backed by row locks held in open transactions.
+// It is safe for concurrent use.
+type Locker struct {
+	db      *sql.DB
+	dialect sqllock.Dialect
+	cfg     config
+	q       queries
+	stmts   stmtCache
+	mon     monitor
+	connIDs connIDs // MariaDB only
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// New returns a Locker over db for dialect d. It checks its options but does
+// not touch the database; run migrations.Up first. On SQLite it returns an
+// error matching sqllock.ErrUnsupported: use tablelock there. New never
+// closes db.
+func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
+	if db == nil {
+		return nil, fmt.Errorf("rowlock: %w: nil *sql.DB", sqllock.ErrInvalidOption)
+	}
+	cfg := defaults()
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, fmt.Errorf("rowlock: %w", err)
+		}
+	}
+	q, err := buildQueries(d, cfg.table)
+	if err != nil {
+		return nil, err
+	}
+	l := &Locker{db: db, dialect: d, cfg: cfg, q: q, stmts: stmtCache{db: db}}
+	l.mon.l = l
+	return l, nil
+}
+
+// Close refuses new acquisitions. Leases already held stay held, and
+// watched, until they are released. Close never closes the *sql.DB.
+func (l *Locker) Close() error {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+	return nil
+}
+
+// Acquire blocks until key is held or ctx ends; then the error matches both
+// sqllock.ErrNotAcquired and ctx.Err(). The wait happens in the database's
+// own lock queue, and a cancelled wait is stopped on the server too. The
+// lease pins one pooled connection until it is released.
+//
+// Acquire is not reentrant: a second Acquire of a key this process already
+// holds waits for the first lease to end, whatever owner the context names.
+func (l *Locker) Acquire(ctx context.Context, key string) (sqllock.Lease, error) {
+	return l.acquire(ctx, key, true)
+}
+
+// TryAcquire takes key if no transaction holds it (FOR UPDATE NOWAIT), and
+// otherwise returns at once an error matching sqllock.ErrNotAcquired.
+func (l *Locker) TryAcquire(ctx context.Context, key string) (sqllock.Lease, error) {
+	return l.acquire(ctx, key, false)
+}
+
+func (l *Locker) acquire(ctx context.Context, key string, wait bool) (sqllock.Lease, error) {
+	if err := sqllock.ValidateKey(key); err != nil {
+		return nil, fmt.Errorf("rowlock: acquire %q: %w", key, err)
+	}
+	l.mu.Lock()
+	closed := l.closed
+	l.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("rowlock: acquire %q: %w: locker closed", key, sqllock.ErrInvalidOption)
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, cancelled(key, err)
+		}
+		s, retry, err := l.attempt(ctx, key, wait)
+		switch {
+		case err != nil:
+			return nil, err
+		case retry:
+			// The key's row was missing and has been created; lock it now.
+			continue
+		}
+		l.mon.add(s)
+		return s, nil
+	}
+}
+
+// pinned is the connection and transaction of one attempt.
+type pinned struct {
+	conn   *sql.Conn
+	tx     *sql.Tx
+	cancel context.CancelFunc // ends the transaction's context
+}
+
+// close rolls back and returns the connection to the pool; bad discards it,
+// for a connection a cancel request may still hit.
+func (p *pinned) close(bad bool) {
+	if p.tx != nil {
+		_ = p.tx.Rollback()
+	}
+	p.cancel()
+	if bad {
+		_ = p.conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	_ = p.conn.Close()
+}
+
+// attempt pins a connection, opens a transaction and tries to lock key's
+// row. retry reports that the row was missing and has been created since.
+func (l *Locker) attempt(ctx context.Context, key string, wait bool) (s *Lease, retry bool, err error) {
+	// Prepare before pinning: preparing takes a pooled connection of its
+	// own, which a small pool may not have while this attempt holds one.
+	st, err := l.stmts.all(ctx, l.q)
+	if err != nil {
+		return nil, false, l.failed(ctx, key, err)
+	}
+	conn, err := l.db.Conn(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			// Say why it waited: a pool too small for the leases held is the
+			// usual cause, and a bare deadline would hide it.
+			st := l.db.Stats()
+			return nil, false, errors.Join(fmt.Errorf("rowlock: acquire %q: %w: no pooled connection came free (%d open, %d in use, limit %d); each held lease pins one",
+				key, sqllock.ErrNotAcquired, st.OpenConnections, st.InUse, st.MaxOpenConnections), ctx.Err())
+		}
+		return nil, false, l.failed(ctx, key, err)
+	}
+	// The transaction lives as long as the lease, not as long as ctx:
+	// database/sql rolls a transaction back when its context ends.
+	txCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	p := &pinned{conn: conn, cancel: cancel}
+	if p.tx, err = conn.BeginTx(txCtx, nil); err != nil {
+		p.tx = nil
+		p.close(false)
+		return nil, false, l.failed(ctx, key, err)
+	}
+	var token, session int64
+	var bad bool
+	if l.dialect == sqllock.Postgres {
+		token, session, retry, bad, err = l.lockPostgres(ctx, p, st, key, wait)
+	} else {
+		token, session, retry, bad, err = l.lockMySQL(ctx, p, st, key, wait)
+	}
+	if err != nil || retry || ctx.Err() != nil {
+		// A grant that raced a cancel is not reported as held: the caller
+		// has given up on it.
+		p.close(bad || ctx.Err() != nil)
+		if retry && err == nil && ctx.Err() == nil {
+			return nil, true, nil
+		}
+		if err == nil {
+			err = ctx.Err()
+		}
+		return nil, false, l.failed(ctx, key, err)
+	}
+	return newLease(l, p, key, token, session), false, nil
+}
+
+// failed classifies an attempt's error: a cancelled context, a refusal, or
+// a database error, each naming the key.
+func (l *Locker) failed(ctx context.Context, key string, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return cancelled(key, ctx.Err())
+	case errors.Is(err, errRefused):
+		return fmt.Errorf("rowlock: acquire %q: %w: the row is locked by another transaction", key, sqllock.ErrNotAcquired)
+	}
+	return fmt.Errorf("rowlock: acquire %q: %w", key, err)
+}
+
+// errRefused marks a NOWAIT refusal inside the package.
+var errRefused = errors.New("refused")
+
+func cancelled(key string, cause error) error {
+	return errors.Join(fmt.Errorf("rowlock: acquire %q: %w", key, sqllock.ErrNotAcquired), cause)
+}
+
+func (l *Locker) lockPostgres(ctx context.Context, p *pinned, st *stmts, key string, wait bool) (token, pid int64, retry, bad bool, err error) {
+	if wait {
+		// A cancelled wait ends on the server too: pgx (like lib/pq) sends
+		// a cancel request when a query's context ends, and the attempt's
+		// connection is then discarded.
+		err = p.tx.StmtContext(ctx, st.lock).QueryRowContext(ctx, key).Scan(&token, &pid)
+		if ctx.Err() != nil {
+			return 0, 0, false, true, ctx.Err()
+		}
+		if err == nil && token == 0 {
+			// This transaction created the row, and holds it: draw the token.
+			err = p.tx.StmtContext(ctx, st.stamp).QueryRowContext(ctx, key).Scan(&token)
+		}
+		return token, pid, false, false, err
+	}
+	err = p.tx.StmtContext(ctx, st.tryLock).QueryRowContext(ctx, key).Scan(&token, &pid)
+	switch {
+	case err == nil:
+		return token, pid, false, false, nil
+	case sqlutil.IsLockNotAvailable(err):
+		return 0, 0, false, false, errRefused
+	case !errors.Is(err, sql.ErrNoRows):
+		return 0, 0, false, false, err
+	}
+	// No committed row: create it in this transaction, waiting only briefly
+	// on another transaction's uncommitted insert of the same key.
+	var prev, set string
+	if err := p.tx.QueryRowContext(ctx, l.q.tryPrepare).Scan(&prev, &set); err != nil {
+		return 0, 0, false, false, err
+	}
+	var zero int64
+	err = p.tx.StmtContext(ctx, st.tryInsert).QueryRowContext(ctx, key).Scan(&zero)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, 0, true, false, nil // committed by someone else meanwhile
+	case sqlutil.IsLockNotAvailable(err):
+		return 0, 0, false, false, errRefused
+	case err != nil:
+		return 0, 0, false, false, err
+	}
+	err = p.tx.StmtContext(ctx, st.stampRestore).QueryRowContext(ctx, key, prev).Scan(&token, &pid, &set)
+	return token, pid, false, false, err
+}
+
+func (l *Locker) lockMySQL(ctx context.Context, p *pinned, st *stmts, key string, wait bool) (token, connID int64, retry, bad bool, err error) {
+	if !wait {
+		err = p.tx.StmtContext(ctx, st.lockNoWait).QueryRowContext(ctx, key).Scan(&token, &connID)
+		switch {
+		case err == nil:
+			return token, connID, false, false, nil
+		case errors.Is(err, sql.ErrNoRows):
+			return 0, 0, true, false, l.ensureRow(ctx, p, key)
+		case sqlutil.IsLockNotAvailable(err):
+			return 0, 0, false, false, errRefused
+		}
+		return 0, 0, false, false, err
+	}
+	// Wait in the server's queue, in bounded rounds. The driver gives up a
+	// cancelled query by closing its socket, which a session blocked on a
+	// row lock does not notice: kill the session on the server too.
+	self, err := l.connIDs.get(ctx, p)
+	if err != nil {
+		return 0, 0, false, false, err
+	}
+	stop := context.AfterFunc(ctx, func() { l.killSession(self) })
+	for {
+		err = p.tx.StmtContext(ctx, st.lockWait).QueryRowContext(ctx, key).Scan(&token, &connID)
+		if err == nil || !sqlutil.IsLockNotAvailable(err) || ctx.Err() != nil {
+			break
+		}
+		// One round of WAIT timed out (only the statement was rolled back);
+		// queue again.
+	}
+	if stopped := stop(); !stopped || ctx.Err() != nil {
+		if stopped {
+			// ctx ended but stop won the race with AfterFunc's start: the
+			// kill would never be sent.
+			go l.killSession(self)
+		}
+		// The kill may be on its way to this session: discard it.
+		return 0, 0, false, true, ctx.Err()
+	}
+	switch {
+	case err == nil:
+		return token, connID, false, false, nil
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, 0, true, false, l.ensureRow(ctx, p, key)
+	}
+	return 0, 0, false, false, err
+}
+
+// connIDs caches the MariaDB connection id of each pooled connection, so a
+// blocking Acquire knows which session to kill on cancel without asking
+// every time.
+type connIDs struct {
+	mu sync.Mutex
+	m  map[any]int64 // by driver connection
+}
+
+// maxConnIDs bounds the cache: entries of closed connections are dropped
+// wholesale when it fills.
+const maxConnIDs = 1024
+
+func (c *connIDs) get(ctx context.Context, p *pinned) (int64, error) {
+	var dc any
+	_ = p.conn.Raw(func(d any) error { dc = d; return nil })
+	c.mu.Lock()
+	id, ok := c.m[dc]
+	c.mu.Unlock()
+	if ok {
+		return id, nil
+	}
+	if err := p.tx.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxConnIDs {
+		c.m = make(map[any]int64)
+	}
+	c.m[dc] = id
+	c.mu.Unlock()
+	return id, nil
+}
+
+// ensureRow ends the attempt's transaction (its locking read of a missing
+// row took a gap lock, which would block other keys' inserts) and creates
+// the row in its own statement. A lock-wait refusal means the row exists
+// and is held: the next attempt waits for it properly.
+func (l *Locker) ensureRow(ctx context.Context, p *pinned, key string) error {
+	_ = p.tx.Rollback()
+	p.tx = nil
+	_, err := p.conn.ExecContext(ctx, l.q.ensure, key)
+	if err != nil && !sqlutil.IsLockNotAvailable(err) {
+		return err
+	}
+	return nil
+}
+
+// killSession ends MariaDB connection id, on whose socket the driver gave
+// up. Killing the session rather than the query also catches a statement
+// still on its way to the server when the kill arrives; the attempt
+// discards the connection anyway.
+func (l *Locker) killSession(id int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
+	defer cancel()
+	_, _ = l.db.ExecContext(ctx, "KILL CONNECTION "+strconv.FormatInt(id, 10))
+}
+
+// stmts are a Locker's prepared statements for its dialect.
+type stmts struct {
+	lock, stamp, tryLock, tryInsert, stampRestore *sql.Stmt // PostgreSQL
+	lockNoWait, lockWait                          *sql.Stmt // MariaDB
+}
+
+// stmtCache prepares a Locker's statements once. database/sql then prepares
+// each once per pooled connection, so MariaDB does not pay a server-side
+// prepare on every call.
+type stmtCache struct {
+	db *sql.DB
+	mu sync.Mutex
+	s  *stmts
+}
+
+func (c *stmtCache) all(ctx context.Context, q queries) (*stmts, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.s != nil {
+		return c.s, nil
+	}
+	var s stmts
+	var list []struct {
+		dst   **sql.Stmt
+		query string
+	}
+	add := func(dst **sql.Stmt, query string) {
+		list = append(list, struct {
+			dst   **sql.Stmt
+			query string
+		}{dst, query})
+	}
+	if q.lock != "" {
+		add(&s.lock, q.lock)
+		add(&s.stamp, q.stamp)
+		add(&s.tryLock, q.tryLock)
+		add(&s.tryInsert, q.tryInsert)
+		add(&s.stampRestore, q.stampRestore)
+	} else {
+		add(&s.lockNoWait, q.lockNoWait)
+		add(&s.lockWait, q.lockWait)
+	}
+	for i, e := range list {
+		st, err := c.db.PrepareContext(ctx, e.query)
+		if err != nil {
+			for _, done := range list[:i] {
+				(*done.dst).Close()
+			}
+			return nil, fmt.Errorf("prepare: %w", err)
+		}
+		*e.dst = st
+	}
+	c.s = &s
+	return c.s, nil
+}
