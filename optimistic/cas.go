@@ -1,0 +1,247 @@
+package optimistic
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/sqlutil"
+)
+
+// Execer runs a statement. *sql.DB, *sql.Tx, *sql.Conn and the sqlx types
+// wrapping them all satisfy it.
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// Querier reads and writes. *sql.DB, *sql.Tx, *sql.Conn, *sqlx.DB, *sqlx.Tx
+// and *sqlx.Conn all satisfy it.
+type Querier interface {
+	Execer
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Table describes a table whose rows carry an integer version column. It
+// builds the compare-and-swap statements for it; it holds no connection, so
+// one Table serves any handle, a transaction included.
+type Table struct {
+	d                 sqllock.Dialect
+	name, id, version string   // as given, for errors
+	qName, qID, qVer  string   // quoted
+	updates           sync.Map // column list -> UPDATE text
+	selects           sync.Map // reflect.Type -> SELECT text
+	mappings          sync.Map // reflect.Type -> *mapping or error
+	stmts             stmtCache
+	localQueue        bool
+	gates             [64]chan struct{} // Modify's in-process queues, by hash of the key
+}
+
+// TableOption configures a Table.
+type TableOption func(*Table)
+
+// WithLocalQueue turns Modify's in-process queue on or off (default on).
+// With it on, Modify calls of one process on the same row, through a pool
+// handle (*sql.DB, *sqlx.DB), take turns: only writers in different
+// processes still race, so a hot row does not collapse into retries. N
+// goroutines racing one row waste about N reads and writes per success
+// without it. It is never used for transactions or pinned connections,
+// where waiting on a local queue while holding row locks could deadlock.
+func WithLocalQueue(on bool) TableOption {
+	return func(t *Table) { t.localQueue = on }
+}
+
+// gate returns the queue of the row with key id, or nil when db is not a
+// pool handle or queuing is off.
+func (t *Table) gate(db any, id any) chan struct{} {
+	if !t.localQueue {
+		return nil
+	}
+	if _, pool := db.(interface{ Driver() driver.Driver }); !pool {
+		return nil
+	}
+	var h maphash.Hash
+	h.SetSeed(gateSeed)
+	fmt.Fprint(&h, id)
+	return t.gates[h.Sum64()%uint64(len(t.gates))]
+}
+
+var gateSeed = maphash.MakeSeed()
+
+// NewTable validates and quotes the table name (optionally
+// schema-qualified), its key column and its version column. It does not
+// touch the database; Check does.
+func NewTable(d sqllock.Dialect, table, idColumn, versionColumn string, opts ...TableOption) (*Table, error) {
+	t := &Table{d: d, name: table, id: idColumn, version: versionColumn, localQueue: true}
+	for _, o := range opts {
+		o(t)
+	}
+	for i := range t.gates {
+		t.gates[i] = make(chan struct{}, 1)
+	}
+	var err error
+	if t.qName, err = quoteIdent(d, table); err != nil {
+		return nil, fmt.Errorf("optimistic: table: %w", err)
+	}
+	if t.qID, err = quoteColumn(d, idColumn); err != nil {
+		return nil, fmt.Errorf("optimistic: table %s: key column: %w", table, err)
+	}
+	if t.qVer, err = quoteColumn(d, versionColumn); err != nil {
+		return nil, fmt.Errorf("optimistic: table %s: version column: %w", table, err)
+	}
+	if strings.EqualFold(idColumn, versionColumn) {
+		return nil, fmt.Errorf("optimistic: table %s: %w: key and version column are both %q", table, sqllock.ErrInvalidOption, idColumn)
+	}
+	return t, nil
+}
+
+// quoteColumn quotes a bare column name: no schema dot allowed.
+func quoteColumn(d sqllock.Dialect, name string) (string, error) {
+	if name == "" {
+		return "", fmt.Errorf("%w: empty column name", sqllock.ErrInvalidOption)
+	}
+	if strings.Contains(name, ".") {
+		return "", fmt.Errorf("%w: column %q must not be qualified", sqllock.ErrInvalidOption, name)
+	}
+	return quoteIdent(d, name)
+}
+
+// quoteIdent is sqlutil.QuoteIdent, with backticks on SQLite: SQLite reads
+// a double-quoted name that matches no column as a string literal, so a
+// misspelt version column would compare a constant and report a conflict
+// forever instead of failing. Backticks have no such fallback.
+func quoteIdent(d sqllock.Dialect, name string) (string, error) {
+	q, err := sqlutil.QuoteIdent(d, name)
+	if err != nil || d != sqllock.SQLite {
+		return q, err
+	}
+	return strings.ReplaceAll(q, `"`, "`"), nil
+}
+
+// Close closes the statements t prepared on *sql.DB handles. It never
+// closes a handle. A Table is usable after Close; it prepares again.
+func (t *Table) Close() error {
+	t.stmts.close()
+	return nil
+}
+
+// Name is the table name as given to NewTable.
+func (t *Table) Name() string { return t.name }
+
+// Check reads no rows but makes the database resolve the table and both
+// columns, so a missing version column is reported before any write.
+func (t *Table) Check(ctx context.Context, db Querier) error {
+	q := "SELECT " + t.qID + ", " + t.qVer + " FROM " + t.qName + " WHERE 1 = 0"
+	err := db.QueryRowContext(ctx, q).Scan(new(any), new(any))
+	if err == nil || errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	return fmt.Errorf("optimistic: table %s must have key column %q and integer version column %q: %w", t.name, t.id, t.version, err)
+}
+
+// Set is a column assignment for Update.
+type Set struct {
+	Column string
+	Value  any
+}
+
+// Update writes the assignments to the row whose key is id, only if its
+// version is still version, and bumps the version by one. It returns the
+// new version, or an error matching sqllock.ErrConflict when no row matched:
+// someone else wrote first (or the row is gone). Columns are validated and
+// quoted; the key and version columns cannot be assigned.
+//
+// On a *sql.DB the statement is prepared once per Table and connection, so
+// MySQL does not pay a server-side prepare on every call.
+func (t *Table) Update(ctx context.Context, db Execer, id any, version int64, sets ...Set) (int64, error) {
+	if len(sets) == 0 {
+		return 0, fmt.Errorf("optimistic: update %s %v: %w: nothing to set", t.name, id, sqllock.ErrInvalidOption)
+	}
+	cols := make([]string, len(sets))
+	args := make([]any, 0, len(sets)+2)
+	for i, s := range sets {
+		if strings.EqualFold(s.Column, t.id) || strings.EqualFold(s.Column, t.version) {
+			return 0, fmt.Errorf("optimistic: update %s %v: %w: column %q is the key or the version", t.name, id, sqllock.ErrInvalidOption, s.Column)
+		}
+		cols[i] = s.Column
+		args = append(args, s.Value)
+	}
+	q, err := t.updateQuery(cols)
+	if err != nil {
+		return 0, fmt.Errorf("optimistic: update %s %v: %w", t.name, id, err)
+	}
+	args = append(args, id, version)
+	res, err := t.stmts.exec(ctx, db, q, args...)
+	if err != nil {
+		return 0, fmt.Errorf("optimistic: update %s %v: %w", t.name, id, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("optimistic: update %s %v: %w", t.name, id, err)
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("optimistic: update %s %v at version %d: %w", t.name, id, version, sqllock.ErrConflict)
+	}
+	return version + 1, nil
+}
+
+// updateQuery builds (once per column list) the guarded UPDATE. The version
+// goes up by one in the same statement, so the row lock taken by the UPDATE
+// makes compare and swap one atomic step on every dialect.
+func (t *Table) updateQuery(cols []string) (string, error) {
+	key := strings.Join(cols, "\x00")
+	if q, ok := t.updates.Load(key); ok {
+		return q.(string), nil
+	}
+	if dup := firstDup(cols); dup != "" {
+		return "", fmt.Errorf("%w: column %q assigned twice", sqllock.ErrInvalidOption, dup)
+	}
+	var b strings.Builder
+	b.WriteString("UPDATE " + t.qName + " SET ")
+	for i, c := range cols {
+		qc, err := quoteColumn(t.d, c)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(qc + " = " + t.ph(i+1) + ", ")
+	}
+	b.WriteString(t.qVer + " = " + t.qVer + " + 1 WHERE " + t.qID + " = " + t.ph(len(cols)+1) +
+		" AND " + t.qVer + " = " + t.ph(len(cols)+2))
+	q := b.String()
+	t.updates.Store(key, q)
+	return q, nil
+}
+
+func firstDup(cols []string) string {
+	s := make([]string, len(cols))
+	for i, c := range cols {
+		s[i] = strings.ToLower(c)
+	}
+	slices.Sort(s)
+	for i := 1; i < len(s); i++ {
+		if s[i] == s[i-1] {
+			return s[i]
+		}
+	}
+	return ""
+}
+
+// ph is the i-th (1-based) placeholder.
+func (t *Table) ph(i int) string { return placeholder(t.d, i) }
+
+func placeholder(d sqllock.Dialect, i int) string {
+	switch d {
+	case sqllock.Postgres:
+		return "$" + strconv.Itoa(i)
+	case sqllock.SQLite:
+		return "?" + strconv.Itoa(i)
+	}
+	return "?"
+}

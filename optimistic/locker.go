@@ -1,0 +1,270 @@
+package optimistic
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sqllock/sqllock"
+)
+
+var _ sqllock.Locker = (*Locker)(nil)
+
+// DefaultTable is the version table the shipped migrations create.
+const DefaultTable = "sqllock_versions"
+
+// releaseTimeout bounds Release, which runs detached from the caller's
+// context so that a deferred Release still reaches the database.
+const releaseTimeout = 5 * time.Second
+
+// Option configures a Locker.
+type Option func(*config) error
+
+type config struct{ table string }
+
+// WithTable names the version table (default "sqllock_versions"),
+// optionally schema-qualified. It is validated and quoted in New and must
+// have the columns of the shipped one: lock_key (primary key) and version.
+func WithTable(name string) Option {
+	return func(c *config) error {
+		c.table = name
+		return nil
+	}
+}
+
+// Locker detects conflicting work on a key; it does not exclude it. See the
+// package documentation. It is safe for concurrent use.
+type Locker struct {
+	db    *sql.DB
+	d     sqllock.Dialect
+	table string
+	q     lockerQueries
+	stmts stmtCache
+}
+
+type lockerQueries struct {
+	stamp   string // key -> version (PostgreSQL, MySQL)
+	fence   string // SQLite: bump the fence row, returning the new value
+	put     string // SQLite: key, version
+	release string // key, version: negate when still ours
+	read    string // key -> version
+}
+
+// New returns a Locker over db for dialect d, using the version table of the
+// shipped migrations (run migrations.Up first). It does not touch the
+// database and never closes db.
+func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
+	if db == nil {
+		return nil, fmt.Errorf("optimistic: %w: nil *sql.DB", sqllock.ErrInvalidOption)
+	}
+	cfg := config{table: DefaultTable}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, fmt.Errorf("optimistic: %w", err)
+		}
+	}
+	t, err := quoteIdent(d, cfg.table)
+	if err != nil {
+		return nil, fmt.Errorf("optimistic: table: %w", err)
+	}
+	l := &Locker{db: db, d: d, table: cfg.table}
+	// A re-stamp draws its version in the SET clause, which runs under the
+	// row lock: a later stamp of a key always gets a larger token, even if
+	// another statement drew from the sequence earlier and committed later.
+	switch d {
+	case sqllock.Postgres:
+		l.q.stamp = `INSERT INTO ` + t + ` AS t (lock_key, version) VALUES ($1, nextval('sqllock_fence_seq'))
+ON CONFLICT (lock_key) DO UPDATE SET version = nextval('sqllock_fence_seq') RETURNING t.version`
+		l.q.release = `UPDATE ` + t + ` SET version = -version WHERE lock_key = $1 AND version = $2`
+		l.q.read = `SELECT version FROM ` + t + ` WHERE lock_key = $1`
+	case sqllock.MySQL:
+		l.q.stamp = `INSERT INTO ` + t + ` (lock_key, version) VALUES (?, NEXTVAL(sqllock_fence_seq))
+ON DUPLICATE KEY UPDATE version = NEXTVAL(sqllock_fence_seq) RETURNING version`
+		l.q.release = `UPDATE ` + t + ` SET version = -version WHERE lock_key = ? AND version = ?`
+		l.q.read = `SELECT version FROM ` + t + ` WHERE lock_key = ?`
+	case sqllock.SQLite:
+		// One writer at a time: the fence bump and the stamp share a
+		// transaction, so nobody sees one without the other.
+		l.q.fence = `UPDATE sqllock_fence SET value = value + 1 WHERE id = 1 RETURNING value`
+		l.q.put = `INSERT INTO ` + t + ` (lock_key, version) VALUES (?1, ?2)
+ON CONFLICT (lock_key) DO UPDATE SET version = excluded.version`
+		l.q.release = `UPDATE ` + t + ` SET version = -version WHERE lock_key = ?1 AND version = ?2`
+		l.q.read = `SELECT version FROM ` + t + ` WHERE lock_key = ?1`
+	default:
+		return nil, fmt.Errorf("optimistic: %w: dialect %v", sqllock.ErrUnsupported, d)
+	}
+	return l, nil
+}
+
+// Close closes the Locker's prepared statements. It never closes the
+// *sql.DB; leases already handed out can still be released.
+func (l *Locker) Close() error {
+	l.stmts.close()
+	return nil
+}
+
+// Acquire stamps key with a fresh version from the shared fencing sequence
+// and returns a lease whose Token is that version. It never waits for
+// another holder: a stamp only makes every earlier lease on key stale, and
+// they find out at Release (or Check). It is the same as TryAcquire.
+func (l *Locker) Acquire(ctx context.Context, key string) (sqllock.Lease, error) {
+	return l.acquire(ctx, key)
+}
+
+// TryAcquire is Acquire: the optimistic strategy never refuses a key, so it
+// never returns sqllock.ErrNotAcquired.
+func (l *Locker) TryAcquire(ctx context.Context, key string) (sqllock.Lease, error) {
+	return l.acquire(ctx, key)
+}
+
+func (l *Locker) acquire(ctx context.Context, key string) (*Lease, error) {
+	if err := sqllock.ValidateKey(key); err != nil {
+		return nil, fmt.Errorf("optimistic: acquire %q: %w", key, err)
+	}
+	v, err := l.stamp(ctx, key)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, errors.Join(fmt.Errorf("optimistic: acquire %q: %w", key, sqllock.ErrNotAcquired), ctx.Err())
+		}
+		return nil, fmt.Errorf("optimistic: acquire %q: %w", key, err)
+	}
+	return &Lease{l: l, key: key, token: v, done: make(chan struct{})}, nil
+}
+
+func (l *Locker) stamp(ctx context.Context, key string) (int64, error) {
+	var v int64
+	if l.d != sqllock.SQLite {
+		err := l.stmts.queryRow(ctx, l.db, l.q.stamp, key).Scan(&v)
+		return v, err
+	}
+	tx, err := l.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback()
+	if err := tx.QueryRowContext(ctx, l.q.fence).Scan(&v); err != nil {
+		return 0, err
+	}
+	if _, err := tx.ExecContext(ctx, l.q.put, key, v); err != nil {
+		return 0, err
+	}
+	return v, tx.Commit()
+}
+
+// Lease is one stamp of a key. Its Token is the version the stamp wrote;
+// the lease stays valid while the key's version is still that token.
+type Lease struct {
+	l     *Locker
+	key   string
+	token int64
+
+	mu       sync.Mutex
+	err      error // nil while held
+	reported bool  // a loss was returned by Release already
+	done     chan struct{}
+}
+
+var _ sqllock.Lease = (*Lease)(nil)
+
+// Key is the key the lease stamped.
+func (s *Lease) Key() string { return s.key }
+
+// Token is the version the lease stamped: a fencing token from the shared
+// sequence, larger than any earlier stamp of the key.
+func (s *Lease) Token() int64 { return s.token }
+
+// Done is closed when the lease ends: by Release or ReleaseTx, or when
+// Release, ReleaseTx or Check find the version moved. Nothing watches the
+// key in between; a stale lease is found out when it next asks.
+func (s *Lease) Done() <-chan struct{} { return s.done }
+
+// Err is nil while the lease is held, matches sqllock.ErrLockLost once it
+// was found stale and sqllock.ErrReleased after a release.
+func (s *Lease) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Release is the compare-and-swap: it ends the lease if the key's version is
+// still its token, and otherwise reports sqllock.ErrLockLost, meaning that
+// another Acquire stamped the key while this lease's work ran. It is safe to
+// defer; a second call returns sqllock.ErrReleased. It runs detached from
+// ctx's cancellation, with its own timeout, so a deferred Release after a
+// cancelled request still reaches the database.
+func (s *Lease) Release(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	return s.release(ctx, s.l.db)
+}
+
+// ReleaseTx is Release run inside the caller's transaction, so the work and
+// the version check commit or roll back together: when it returns an error
+// matching sqllock.ErrLockLost, roll back. ctx is used as given.
+func (s *Lease) ReleaseTx(ctx context.Context, tx Execer) error {
+	if tx == nil {
+		return fmt.Errorf("optimistic: release %q: %w: nil transaction", s.key, sqllock.ErrInvalidOption)
+	}
+	return s.release(ctx, tx)
+}
+
+func (s *Lease) release(ctx context.Context, e Execer) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.endedErr("release")
+	}
+	res, err := s.l.stmts.exec(ctx, e, s.l.q.release, s.key, s.token)
+	if err != nil {
+		return fmt.Errorf("optimistic: release %q: %w", s.key, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("optimistic: release %q: %w", s.key, err)
+	}
+	if n == 0 {
+		s.end(fmt.Errorf("optimistic: release %q: version moved from %d: %w", s.key, s.token, sqllock.ErrLockLost))
+		s.reported = true
+		return s.err
+	}
+	s.end(fmt.Errorf("optimistic: %q: %w", s.key, sqllock.ErrReleased))
+	return nil
+}
+
+// Check reads the key's version and reports sqllock.ErrLockLost (ending the
+// lease) if another Acquire stamped it since. Call it before a step that
+// cannot be undone; it narrows the window but does not close it.
+func (s *Lease) Check(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.endedErr("check")
+	}
+	var v int64
+	if err := s.l.stmts.queryRow(ctx, s.l.db, s.l.q.read, s.key).Scan(&v); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("optimistic: check %q: %w", s.key, err)
+	}
+	if v != s.token {
+		s.end(fmt.Errorf("optimistic: check %q: version moved from %d to %d: %w", s.key, s.token, v, sqllock.ErrLockLost))
+		return s.err
+	}
+	return nil
+}
+
+// endedErr is the answer of a lease that already ended: the loss the first
+// time it is reported through Release, ErrReleased after that.
+func (s *Lease) endedErr(op string) error {
+	if errors.Is(s.err, sqllock.ErrLockLost) && (op != "release" || !s.reported) {
+		s.reported = s.reported || op == "release"
+		return s.err
+	}
+	return fmt.Errorf("optimistic: %s %q: %w", op, s.key, sqllock.ErrReleased)
+}
+
+func (s *Lease) end(err error) {
+	s.err = err
+	close(s.done)
+}
