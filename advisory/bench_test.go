@@ -1,0 +1,224 @@
+package advisory_test
+
+import (
+	"context"
+	"database/sql"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/advisory"
+	"github.com/sqllock/sqllock/internal/locktest"
+	"github.com/sqllock/sqllock/internal/testdb"
+)
+
+// rawLock is the plain SQL a careful hand-written version runs on one
+// pinned connection: blocking lock, unlock, statements prepared once.
+type rawLock struct {
+	conn         *sql.Conn
+	lock, unlock *sql.Stmt
+	arg          any
+}
+
+func newRaw(b *testing.B, db *testdb.DB, key string) *rawLock {
+	ctx := context.Background()
+	c, err := db.Conn(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := &rawLock{conn: c}
+	lock, unlock := "SELECT pg_advisory_lock($1)", "SELECT pg_advisory_unlock($1)"
+	r.arg = advisory.PostgresKey(advisory.DefaultNamespace, key)
+	if db.Dialect == sqllock.MySQL {
+		lock, unlock = "SELECT GET_LOCK(?, 60)", "SELECT RELEASE_LOCK(?)"
+		r.arg = advisory.MySQLName(advisory.DefaultNamespace, key)
+	}
+	if r.lock, err = c.PrepareContext(ctx, lock); err != nil {
+		b.Fatal(err)
+	}
+	if r.unlock, err = c.PrepareContext(ctx, unlock); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { r.lock.Close(); r.unlock.Close(); c.Close() })
+	return r
+}
+
+func (r *rawLock) cycle(b *testing.B) {
+	var got any // void on PostgreSQL, 1 from GET_LOCK
+	ctx := context.Background()
+	if err := r.lock.QueryRowContext(ctx, r.arg).Scan(&got); err != nil {
+		b.Fatal(err)
+	}
+	var ok sql.NullBool
+	if err := r.unlock.QueryRowContext(ctx, r.arg).Scan(&ok); err != nil || !ok.Bool {
+		b.Fatal("unlock:", ok, err)
+	}
+}
+
+// BenchmarkAcquireRelease: uncontended Acquire+Release beside the raw
+// lock/unlock pair on one connection, in the same run.
+func BenchmarkAcquireRelease(b *testing.B) {
+	for _, d := range dialects {
+		b.Run(d.String(), func(b *testing.B) {
+			db := testdb.Open(b, d)
+			ctx := context.Background()
+			b.Run("sqllock", func(b *testing.B) {
+				l := newLocker(b, db)
+				key := locktest.Key(b)
+				for b.Loop() {
+					lease, err := l.Acquire(ctx, key)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := lease.Release(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run("raw", func(b *testing.B) {
+				r := newRaw(b, db, locktest.Key(b))
+				for b.Loop() {
+					r.cycle(b)
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkHotKey: 8 clients, each with its own Locker (or connection, for
+// raw), take turns on one key. ns/op is per Acquire+Release across all;
+// min-share is the least-served client's share of the turns times 8 (1 is
+// perfectly even, 0 is a starved client).
+func BenchmarkHotKey(b *testing.B) {
+	const clients = 8
+	for _, d := range dialects {
+		b.Run(d.String(), func(b *testing.B) {
+			db := testdb.Open(b, d)
+			ctx := context.Background()
+			run := func(b *testing.B, cycle []func()) {
+				var left atomic.Int64
+				left.Store(int64(b.N))
+				counts := make([]int, clients)
+				var wg sync.WaitGroup
+				b.ResetTimer()
+				for i := range clients {
+					wg.Go(func() {
+						for left.Add(-1) >= 0 {
+							cycle[i]()
+							counts[i]++
+						}
+					})
+				}
+				wg.Wait()
+				b.StopTimer()
+				if b.N >= 100*clients {
+					b.ReportMetric(float64(slices.Min(counts))*clients/float64(b.N), "min-share")
+				}
+			}
+			b.Run("sqllock", func(b *testing.B) {
+				key := locktest.Key(b)
+				cycle := make([]func(), clients)
+				for i := range cycle {
+					l := newLocker(b, db)
+					cycle[i] = func() {
+						lease, err := l.Acquire(ctx, key)
+						if err != nil {
+							panic(err)
+						}
+						if err := lease.Release(ctx); err != nil {
+							panic(err)
+						}
+					}
+				}
+				run(b, cycle)
+			})
+			b.Run("raw", func(b *testing.B) {
+				key := locktest.Key(b)
+				cycle := make([]func(), clients)
+				for i := range cycle {
+					r := newRaw(b, db, key)
+					cycle[i] = func() { r.cycle(b) }
+				}
+				run(b, cycle)
+			})
+		})
+	}
+}
+
+// BenchmarkHandoff: release → a blocked waiter in another Locker of this
+// process returns. Waiters in other processes are bounded by the backoff
+// cap instead (WithMaxBackoff).
+func BenchmarkHandoff(b *testing.B) {
+	for _, d := range dialects {
+		b.Run(d.String(), func(b *testing.B) {
+			db := testdb.Open(b, d)
+			ctx := context.Background()
+			a, w := newLocker(b, db), newLocker(b, db)
+			key := locktest.Key(b)
+			var lat []time.Duration
+			for b.Loop() {
+				held, err := a.Acquire(ctx, key)
+				if err != nil {
+					b.Fatal(err)
+				}
+				got := make(chan time.Time, 1)
+				go func() {
+					lease, err := w.Acquire(ctx, key)
+					if err != nil {
+						panic(err)
+					}
+					got <- time.Now()
+					lease.Release(ctx)
+				}()
+				time.Sleep(2 * time.Millisecond) // let the waiter block
+				released := time.Now()
+				if err := held.Release(ctx); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, (<-got).Sub(released))
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+		})
+	}
+}
+
+// BenchmarkPaired alternates one uncontended Acquire+Release through the
+// Locker with one raw lock/unlock pair, iteration by iteration, so load on
+// a shared machine hits both alike. speed-ratio is raw time over sqllock
+// time: 1 means as fast as raw SQL.
+func BenchmarkPaired(b *testing.B) {
+	for _, d := range dialects {
+		b.Run(d.String(), func(b *testing.B) {
+			db := testdb.Open(b, d)
+			ctx := context.Background()
+			l := newLocker(b, db)
+			key := locktest.Key(b)
+			r := newRaw(b, db, locktest.Key(b))
+			var ours, raw []time.Duration
+			for b.Loop() {
+				start := time.Now()
+				lease, err := l.Acquire(ctx, key)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := lease.Release(ctx); err != nil {
+					b.Fatal(err)
+				}
+				mid := time.Now()
+				r.cycle(b)
+				ours, raw = append(ours, mid.Sub(start)), append(raw, time.Since(mid))
+			}
+			slices.Sort(ours)
+			slices.Sort(raw)
+			o, w := ours[len(ours)/2], raw[len(raw)/2]
+			b.ReportMetric(float64(o.Microseconds()), "sqllock-p50-us")
+			b.ReportMetric(float64(w.Microseconds()), "raw-p50-us")
+			b.ReportMetric(float64(w)/float64(o), "speed-ratio")
+		})
+	}
+}

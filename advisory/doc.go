@@ -1,0 +1,95 @@
+// Package advisory implements [sqllock.Locker] with the database's own
+// in-memory locks: PostgreSQL advisory locks (pg_try_advisory_lock) and
+// MySQL/MariaDB named locks (GET_LOCK). They need no table and no renewal:
+// the server keeps them per session and drops them when the session ends.
+// SQLite has none; [New] returns an error matching [sqllock.ErrUnsupported]
+// there (use tablelock).
+//
+//	l, err := advisory.New(db, sqllock.Postgres)
+//	lease, err := l.Acquire(ctx, "jobs/nightly")
+//	defer lease.Release(ctx)
+//
+// # Sessions: many locks, few connections
+//
+// A session lock belongs to the connection that took it, so a [Locker] pins
+// connections (*sql.Conn) and releases every lock on the session that took
+// it. It pins at most [WithSessions] of them (default 2) and puts every key
+// on one of them, chosen by the key's hash: 1,000 held keys cost two
+// connections, not 1,000. Statements on one session run one at a time, so
+// each is kept short: only the try forms are used (pg_try_advisory_lock,
+// GET_LOCK(name, 0)), never a wait inside the server. A session that holds
+// nothing goes back to the pool after one check interval; one pinned only
+// for attempts that failed goes back at once.
+//
+// The server cannot tell two owners on one session apart (PostgreSQL
+// advisory locks stack per session, GET_LOCK is reentrant), so the Locker
+// tracks holders itself: the same owner ([sqllock.WithOwner]) re-acquires
+// reentrantly without a round trip; another owner of the same Locker is
+// refused, or waits, without asking the server.
+//
+// # Waiting
+//
+// A blocked [Locker.Acquire] parks no connection and queues nothing in the
+// server, so cancelling it leaves nothing behind and 200 waiters need no
+// more connections than one. Waiters poll with exponential backoff and full
+// jitter, capped by [WithMaxBackoff] (default 50ms); waiters in this process
+// queue in arrival order per lock and a release here, by any Locker, wakes
+// the first at once, so a hot key is handed round fairly. Handoff to a
+// waiter in another process takes up to the backoff cap. (One server-side
+// waiting session per Locker would hand off faster, but a lock granted to it
+// would then live on a session other than the key's, and every handoff
+// would pin another connection.)
+//
+// # Loss
+//
+// Each pinned session that holds locks is pinged every [WithCheckInterval]
+// (default 1s): one round trip per session, however many locks it holds. A
+// session that fails its check or any statement is closed (never returned
+// to the pool, where its locks would be stranded) and every lease on it
+// ends: Done() closes and Err() matches [sqllock.ErrLockLost], so
+// [sqllock.Do] cancels its function. Statements on pinned sessions run
+// detached from the caller's context: a cancelled statement can close its
+// connection (go-sql-driver/mysql does), which would end every lock on it.
+//
+// The notice is not the guarantee. When a session is killed the server frees
+// its keys at once, possibly before its holder has noticed. What protects
+// the resource is the fencing token: [Lease.Token] is drawn from the shared
+// sequence by the very statement that takes the lock, and only when it is
+// granted:
+//
+//	SELECT CASE WHEN pg_try_advisory_lock($1) THEN nextval('sqllock_fence_seq') END
+//	SELECT IF(GET_LOCK(?, 0) = 1, NEXTVAL(sqllock_fence_seq), NULL)
+//
+// # Keys
+//
+// A key becomes the lock name "namespace:key" ([LockName]; namespace
+// "sqllock" unless [WithNamespace] says otherwise). PostgreSQL gets a 64-bit
+// id from it, the first 8 bytes of its SHA-256 ([PostgresKey]), not a 32-bit
+// checksum: among n keys held at once the chance that any two share an id is
+// about n²/2⁶⁵ (3·10⁻⁸ for a million keys), and a collision only makes two
+// keys exclude each other, never lets two holders in. MySQL gets the name
+// itself, or, past its 64-byte limit, a prefix plus 128 bits of SHA-256
+// ([MySQLName]). Both mappings are fixed by golden tests: changing them
+// would let two versions of an application hold the same key at once.
+//
+// # Shared mode and transactions (PostgreSQL)
+//
+// [Locker.AcquireShared] and [Locker.TryAcquireShared] ([SharedLocker]) take
+// the read side of the same lock: readers share it, a writer excludes them.
+// [Locker.AcquireTx] and [Locker.TryAcquireTx] take pg_advisory_xact_lock in
+// the caller's transaction; the lock ends with it.
+//
+// # Where session locks do not work
+//
+//   - Behind a transaction-pooling proxy (PgBouncer in transaction mode) a
+//     pinned *sql.Conn is not a pinned server session: a lock taken on one
+//     server session and released on another stays held until the first
+//     session ends, stranding the key. Use [Locker.AcquireTx] there (the
+//     lock lives and dies with one transaction, which the proxy keeps on one
+//     server session), or tablelock. Session pooling mode is fine.
+//   - GET_LOCK is local to one server: on Galera-style multi-writer clusters
+//     (MariaDB Galera, Percona XtraDB Cluster) two nodes grant the same name
+//     to two clients. Send all lock traffic to one node, or use tablelock.
+//   - MySQL named locks have no shared mode and are not transactional:
+//     the shared and transaction forms return [sqllock.ErrUnsupported].
+package advisory

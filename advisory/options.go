@@ -1,0 +1,127 @@
+package advisory
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sqllock/sqllock"
+)
+
+// DefaultNamespace prefixes every lock name unless WithNamespace says
+// otherwise, so sqllock's locks do not meet an application's own
+// pg_advisory_lock ids or GET_LOCK names.
+const DefaultNamespace = "sqllock"
+
+// MaxNamespaceLen is the longest namespace, in bytes.
+const MaxNamespaceLen = 32
+
+// Defaults.
+const (
+	DefaultSessions      = 2
+	DefaultCheckInterval = time.Second
+	DefaultMaxBackoff    = 50 * time.Millisecond
+)
+
+// MinCheckInterval is the shortest session check interval accepted.
+const MinCheckInterval = 10 * time.Millisecond
+
+// Option configures a Locker. Options validate their values; New checks them
+// against each other.
+type Option func(*config) error
+
+type config struct {
+	namespace  string
+	sessions   int
+	check      time.Duration
+	maxBackoff time.Duration
+	logger     *slog.Logger
+}
+
+func defaults() config {
+	return config{
+		namespace:  DefaultNamespace,
+		sessions:   DefaultSessions,
+		check:      DefaultCheckInterval,
+		maxBackoff: DefaultMaxBackoff,
+		logger:     slog.New(slog.DiscardHandler),
+	}
+}
+
+// WithNamespace sets the prefix of every lock name (default "sqllock"): the
+// lock for key is "namespace:key" (see LockName). An empty namespace makes
+// the name the key itself, to share locks with code that calls GET_LOCK by
+// hand. A namespace is at most MaxNamespaceLen bytes of UTF-8 without ':'
+// or NUL, so a name has exactly one reading.
+func WithNamespace(ns string) Option {
+	return func(c *config) error {
+		switch {
+		case len(ns) > MaxNamespaceLen:
+			return fmt.Errorf("%w: namespace %q longer than %d bytes", sqllock.ErrInvalidOption, ns, MaxNamespaceLen)
+		case !utf8.ValidString(ns):
+			return fmt.Errorf("%w: namespace %q is not valid UTF-8", sqllock.ErrInvalidOption, ns)
+		case strings.ContainsAny(ns, ":\x00"):
+			return fmt.Errorf("%w: namespace %q contains ':' or NUL", sqllock.ErrInvalidOption, ns)
+		}
+		c.namespace = ns
+		return nil
+	}
+}
+
+// WithSessions sets how many database sessions the Locker pins at most
+// (default 2, at most 64). Every held lock lives on one of them, chosen by
+// the key's hash; statements on one session run one at a time, so more
+// sessions buy throughput under many concurrent holders, not capacity.
+func WithSessions(n int) Option {
+	return func(c *config) error {
+		if n < 1 || n > 64 {
+			return fmt.Errorf("%w: sessions %d not in 1..64", sqllock.ErrInvalidOption, n)
+		}
+		c.sessions = n
+		return nil
+	}
+}
+
+// WithCheckInterval sets how often each pinned session that holds locks is
+// pinged (default 1s). A session that fails its check is closed and all its
+// leases end with sqllock.ErrLockLost, so a loss is noticed within about
+// twice the interval (the ping's own timeout is the interval, at least 1s).
+func WithCheckInterval(d time.Duration) Option {
+	return func(c *config) error {
+		if d < MinCheckInterval {
+			return fmt.Errorf("%w: check interval %v below the minimum %v", sqllock.ErrInvalidOption, d, MinCheckInterval)
+		}
+		c.check = d
+		return nil
+	}
+}
+
+// WithMaxBackoff caps the pause between attempts of a blocked Acquire whose
+// key is held by another process (default 50ms). Releases in this process,
+// by any Locker, wake waiters at once whatever the cap.
+func WithMaxBackoff(d time.Duration) Option {
+	return func(c *config) error {
+		if d < time.Millisecond {
+			return fmt.Errorf("%w: max backoff %v below 1ms", sqllock.ErrInvalidOption, d)
+		}
+		c.maxBackoff = d
+		return nil
+	}
+}
+
+// WithLogger sets where session failures are logged (default: nowhere).
+// Losses are always reported on the leases themselves.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", sqllock.ErrInvalidOption)
+		}
+		c.logger = l
+		return nil
+	}
+}
+
+// pingTimeout bounds one session check.
+func (c *config) pingTimeout() time.Duration { return max(c.check, time.Second) }

@@ -1,0 +1,232 @@
+package advisory
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// stmtTimeout is how long a statement on a pinned session may run before the
+// checker declares the session's locks lost. The statements are try-locks
+// and unlocks that never wait in the server, so one that runs this long
+// means the session is in trouble. (They run without a context deadline:
+// a cancellable context costs a goroutine handoff per statement in
+// database/sql and the drivers, about 15% of an uncontended Acquire.)
+const stmtTimeout = 5 * time.Second
+
+// errNoSession: the session has no connection (it failed, or holds nothing).
+var errNoSession = errors.New("advisory: session not pinned")
+
+// session is one pinned database connection that holds many locks. Its
+// statements run one at a time under sem, a channel so a caller waiting for
+// its turn can give up when its context ends.
+type session struct {
+	l   *Locker
+	sem chan struct{}
+
+	mu        sync.Mutex
+	busySince time.Time // when the running statement started; zero when idle
+	doomed    bool      // the checker declared this connection's locks lost
+
+	// Guarded by sem.
+	conn     *sql.Conn
+	held     int  // locks held on conn: entries in stHeld or stReleasing
+	everHeld bool // conn has held a lock since it was pinned
+	lastUse  time.Time
+	gen      uint64
+	stmts    map[string]*sql.Stmt // prepared on conn (MySQL)
+	stop     chan struct{}        // closed to end the current conn's checker
+}
+
+func newSession(l *Locker) *session {
+	return &session{l: l, sem: make(chan struct{}, 1)}
+}
+
+func (s *session) lock(ctx context.Context) error {
+	select {
+	case s.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *session) unlock() { <-s.sem }
+
+// run calls fn with the session's connection, under the session lock,
+// pinning a connection from the pool first when pin is set (otherwise a
+// session without one returns errNoSession). ctx bounds only the wait for
+// the lock and for a connection. fn's statements get a context of their own,
+// detached from ctx: cancelling a statement can close its connection
+// (go-sql-driver/mysql does), and closing it would end every lock on the
+// session. Any error from fn fails the session: after an error nobody can
+// tell which locks the server still holds on it, and closing it settles that.
+// A session left holding nothing goes back to the pool at once.
+func (s *session) run(ctx context.Context, pin bool, fn func(ctx context.Context, c *sql.Conn) error) error {
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.unlock()
+	if s.conn == nil {
+		if !pin {
+			return errNoSession
+		}
+		if err := s.pin(ctx); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	s.busySince = time.Now()
+	s.mu.Unlock()
+	err := fn(context.Background(), s.conn)
+	s.mu.Lock()
+	s.busySince = time.Time{}
+	doomed := s.doomed
+	s.mu.Unlock()
+	if err == nil && doomed {
+		err = fmt.Errorf("a statement ran longer than %v", stmtTimeout)
+	}
+	if err != nil {
+		s.fail(err)
+		return err
+	}
+	s.lastUse = time.Now()
+	if s.held > 0 {
+		s.everHeld = true
+	} else if !s.everHeld && s.conn != nil {
+		s.unpin() // pinned only for attempts that failed: give it back now
+	}
+	return nil
+}
+
+// pin takes a connection from the pool and starts its checker. sem held.
+func (s *session) pin(ctx context.Context) error {
+	c, err := s.l.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	s.conn = c
+	s.everHeld = false
+	s.mu.Lock()
+	s.doomed = false
+	s.mu.Unlock()
+	s.gen++
+	s.stop = make(chan struct{})
+	s.l.wg.Add(1)
+	go s.check(s.stop, s.gen)
+	return nil
+}
+
+// unpin returns a connection that holds no lock to the pool. sem held.
+func (s *session) unpin() {
+	close(s.stop)
+	s.closeStmts()
+	_ = s.conn.Close()
+	s.conn = nil
+}
+
+// prepared returns query prepared on the session's connection, preparing it
+// on first use. go-sql-driver/mysql would otherwise prepare and close a
+// server-side statement on every parameterised call. sem held.
+func (s *session) prepared(ctx context.Context, query string) (*sql.Stmt, error) {
+	if st, ok := s.stmts[query]; ok {
+		return st, nil
+	}
+	st, err := s.conn.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if s.stmts == nil {
+		s.stmts = make(map[string]*sql.Stmt)
+	}
+	s.stmts[query] = st
+	return st, nil
+}
+
+func (s *session) closeStmts() {
+	for q, st := range s.stmts {
+		_ = st.Close()
+		delete(s.stmts, q)
+	}
+}
+
+// fail discards the connection, which ends the server session and every
+// lock on it, and ends the leases it held with sqllock.ErrLockLost. The
+// connection is closed, never returned to the pool: a pooled session still
+// holding locks would strand them. sem held.
+func (s *session) fail(cause error) {
+	if s.conn == nil {
+		return
+	}
+	close(s.stop)
+	s.closeStmts()
+	_ = s.conn.Raw(func(any) error { return driver.ErrBadConn }) // ErrBadConn makes database/sql close it
+	s.conn = nil
+	s.held = 0
+	s.l.cfg.logger.Warn("advisory: session failed, its locks are lost", "error", cause.Error())
+	s.l.loseSession(s, fmt.Errorf("the session holding it failed: %w", cause))
+}
+
+// check pings the connection of generation gen every check interval while
+// it is pinned: one cheap round trip per session, however many locks it
+// holds. A failed ping fails the session.
+func (s *session) check(stop <-chan struct{}, gen uint64) {
+	defer s.l.wg.Done()
+	t := time.NewTicker(s.l.cfg.check)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		stuck := !s.doomed && !s.busySince.IsZero() && time.Since(s.busySince) > stmtTimeout
+		if stuck {
+			s.doomed = true
+		}
+		s.mu.Unlock()
+		if stuck {
+			// The statement cannot be interrupted from here; its locks are
+			// declared lost now, and run closes the connection when the
+			// statement returns.
+			s.l.loseSession(s, fmt.Errorf("a statement ran longer than %v", stmtTimeout))
+			continue
+		}
+		select {
+		case <-stop:
+			return
+		case s.sem <- struct{}{}:
+		default:
+			continue // in use: a statement is running, and watched above
+		}
+		if s.gen != gen || s.conn == nil {
+			s.unlock()
+			return
+		}
+		if s.held == 0 {
+			// Nothing to protect. Linger one interval after the last use,
+			// so a lock taken and released in a loop keeps its session.
+			if time.Since(s.lastUse) >= s.l.cfg.check {
+				s.unpin()
+				s.unlock()
+				return
+			}
+			s.unlock()
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), s.l.cfg.pingTimeout())
+		err := s.conn.PingContext(ctx)
+		cancel()
+		if err != nil {
+			s.fail(fmt.Errorf("session check: %w", err))
+			s.unlock()
+			return
+		}
+		s.unlock()
+	}
+}
