@@ -1,0 +1,356 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+	_ "github.com/jackc/pgx/v5/stdlib" // driver "pgx"
+	_ "modernc.org/sqlite"             // driver "sqlite"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/migrations"
+)
+
+// dbFlags are the flags every command that opens a database takes.
+type dbFlags struct {
+	dsn     string
+	dataDir string
+}
+
+// newFlags returns a FlagSet for command name with the database flags.
+func newFlags(name string, e env, df *dbFlags) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	// Errors come back from parseArgs as one line; -h prints the flags.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	if df != nil {
+		fs.StringVar(&df.dsn, "dsn", e.getenv("SQLLOCK_DSN"), "database: postgres://..., mysql://..., sqlite://path (default $SQLLOCK_DSN, else embedded SQLite)")
+		fs.StringVar(&df.dataDir, "data-dir", "", "folder of the embedded SQLite database (default: sqllock in the temporary directory)")
+	}
+	return fs
+}
+
+// parseArgs parses flags wherever they stand among the positional
+// arguments (the flag package stops at the first positional one) and
+// returns the positional ones.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fs.SetOutput(os.Stdout)
+				fmt.Fprintf(os.Stdout, "flags of sqllock %s:\n", fs.Name())
+				fs.PrintDefaults()
+				return nil, fail(exitUsage, "")
+			}
+			return nil, fail(exitUsage, "%s: %v", fs.Name(), err)
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// target is a database the command talks to.
+type target struct {
+	dialect  sqllock.Dialect
+	driver   string // database/sql driver name
+	dsn      string // in the driver's form
+	raw      string // as a child process is given it with --dsn
+	display  string // for people: no password
+	embedded bool   // the default SQLite file, migrated on first use
+	path     string // SQLite file
+}
+
+// parseDSN maps a --dsn value to a driver and its DSN, without connecting.
+func parseDSN(raw string) (target, error) {
+	bad := func(why string, args ...any) (target, error) {
+		return target{}, fail(exitBadDSN, "bad --dsn: "+why, args...)
+	}
+	scheme, rest, hasScheme := strings.Cut(raw, "://")
+	switch {
+	case !hasScheme:
+		// The drivers' own forms.
+		if strings.Contains(raw, "@tcp(") || strings.Contains(raw, "@unix(") || strings.HasPrefix(raw, "tcp(") || strings.Contains(raw, ")/") {
+			cfg, err := mysql.ParseDSN(raw)
+			if err != nil {
+				return bad("%v", err)
+			}
+			// goose scans its timestamps into time.Time.
+			cfg.ParseTime = true
+			return target{dialect: sqllock.MySQL, driver: "mysql", dsn: cfg.FormatDSN(), raw: raw, display: mysqlDisplay(cfg)}, nil
+		}
+		if strings.Contains(raw, "=") {
+			cfg, err := pgx.ParseConfig(raw)
+			if err != nil {
+				return bad("%v", err)
+			}
+			return target{dialect: sqllock.Postgres, driver: "pgx", dsn: raw, raw: raw,
+				display: fmt.Sprintf("postgres %s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)}, nil
+		}
+		return bad("%q: want postgres://..., mysql://..., sqlite://path, or a driver's own DSN", redact(raw))
+	}
+	switch strings.ToLower(scheme) {
+	case "postgres", "postgresql":
+		cfg, err := pgx.ParseConfig(raw)
+		if err != nil {
+			return bad("%v", err)
+		}
+		return target{dialect: sqllock.Postgres, driver: "pgx", dsn: raw, raw: raw,
+			display: fmt.Sprintf("postgres %s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)}, nil
+	case "mysql", "mariadb":
+		dsn, err := mysqlURL(raw)
+		if err != nil {
+			return bad("%v", err)
+		}
+		cfg, _ := mysql.ParseDSN(dsn)
+		return target{dialect: sqllock.MySQL, driver: "mysql", dsn: dsn, raw: raw, display: mysqlDisplay(cfg)}, nil
+	case "sqlite", "sqlite3", "file":
+		path := rest
+		if i := strings.IndexByte(path, '?'); i >= 0 {
+			path = path[:i]
+		}
+		if path == "" {
+			return bad("sqlite:// needs a file path, as in sqlite://locks.db or sqlite:///var/lib/app/locks.db")
+		}
+		return sqliteTarget(path, false), nil
+	}
+	return bad("unknown scheme %q: want postgres, mysql or sqlite", scheme)
+}
+
+// mysqlURL translates mysql://user:pass@host:port/db?params into the
+// go-sql-driver form user:pass@tcp(host:port)/db?params.
+func mysqlURL(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("%v", redactErr(err, raw))
+	}
+	cfg := mysql.NewConfig()
+	if u.User != nil {
+		cfg.User = u.User.Username()
+		cfg.Passwd, _ = u.User.Password()
+	}
+	host := u.Host
+	if host == "" {
+		return "", errors.New("mysql:// needs a host, as in mysql://user:pass@127.0.0.1:3306/db")
+	}
+	if _, _, err := net.SplitHostPort(host); err != nil {
+		host = net.JoinHostPort(strings.Trim(host, "[]"), "3306")
+	}
+	cfg.Net, cfg.Addr = "tcp", host
+	cfg.DBName = strings.TrimPrefix(u.Path, "/")
+	if cfg.DBName == "" {
+		return "", errors.New("mysql:// needs a database name, as in mysql://user@host:3306/db")
+	}
+	dsn := cfg.FormatDSN()
+	if u.RawQuery != "" {
+		sep := "?"
+		if strings.Contains(dsn, "?") {
+			sep = "&"
+		}
+		dsn += sep + u.RawQuery
+	}
+	parsed, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "", err
+	}
+	parsed.ParseTime = true // goose scans its timestamps into time.Time
+	return parsed.FormatDSN(), nil
+}
+
+func mysqlDisplay(cfg *mysql.Config) string {
+	return fmt.Sprintf("mysql %s@%s/%s", cfg.User, cfg.Addr, cfg.DBName)
+}
+
+// redact hides the password of a URL-shaped DSN.
+func redact(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), "xxx")
+			return u.String()
+		}
+	}
+	return dsn
+}
+
+func redactErr(err error, raw string) string {
+	return strings.ReplaceAll(err.Error(), raw, redact(raw))
+}
+
+// sqliteDSN is the modernc.org/sqlite DSN of the command: WAL so readers do
+// not block the writer, a busy timeout so writers queue instead of failing,
+// and BEGIN IMMEDIATE so a transaction takes the write lock up front.
+func sqliteDSN(path string) string {
+	return "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+}
+
+func sqliteTarget(path string, embedded bool) target {
+	display := "sqlite " + path
+	if embedded {
+		display = "sqlite (embedded) " + path
+	}
+	return target{dialect: sqllock.SQLite, driver: "sqlite", dsn: sqliteDSN(path), raw: "sqlite://" + path,
+		display: display, embedded: embedded, path: path}
+}
+
+// resolve picks the database: --dsn, or the embedded default.
+func (df dbFlags) resolve() (target, error) {
+	if df.dsn != "" {
+		if df.dataDir != "" {
+			return target{}, fail(exitUsage, "--dsn and --data-dir exclude each other: --data-dir is for the embedded database")
+		}
+		return parseDSN(df.dsn)
+	}
+	dir := df.dataDir
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "sqllock")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return target{}, fail(exitUsage, "--data-dir %q: %v", dir, err)
+	}
+	return sqliteTarget(filepath.Join(abs, "sqllock.db"), true), nil
+}
+
+// openMode says what a command needs of the database's schema.
+type openMode int
+
+const (
+	needMigrated openMode = iota // refuse an unmigrated --dsn; migrate the embedded one
+	anySchema                    // the migrate command: it fixes the schema itself
+)
+
+// open connects to t and checks its schema. It writes nothing unless t is
+// the embedded database, which it creates and migrates on first use.
+func open(ctx context.Context, t target, mode openMode) (*sql.DB, error) {
+	if t.dialect == sqllock.SQLite {
+		if t.embedded {
+			if err := os.MkdirAll(filepath.Dir(t.path), 0o755); err != nil {
+				return nil, fail(exitBadDSN, "embedded database: %v", err)
+			}
+		} else if _, err := os.Stat(t.path); err != nil {
+			// Opening would create an empty file: only migrate up may.
+			if !errors.Is(err, os.ErrNotExist) {
+				return nil, fail(exitBadDSN, "%s: %v", t.display, err)
+			}
+			if mode != anySchema {
+				return nil, fail(exitNotMigrated, "%s does not exist: run `sqllock migrate up --dsn %s` to create it", t.path, t.raw)
+			}
+		}
+	}
+	db, err := sql.Open(t.driver, t.dsn)
+	if err != nil {
+		return nil, fail(exitBadDSN, "bad --dsn: %v", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := db.PingContext(pctx); err != nil {
+		db.Close()
+		return nil, fail(exitBadDSN, "cannot reach %s: %v", t.display, err)
+	}
+	if mode == anySchema {
+		return db, nil
+	}
+	if t.embedded {
+		if err := migrateEmbedded(ctx, db, t); err != nil {
+			db.Close()
+			return nil, fail(exitFailure, "migrating the embedded database %s: %v", t.path, err)
+		}
+		return db, nil
+	}
+	if err := checkMigrated(ctx, db, t); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// migrateEmbedded migrates the embedded database, retrying while another
+// sqllock process creating the same fresh file holds it busy (SQLite does not
+// always wait out its busy timeout while a file switches to WAL).
+func migrateEmbedded(ctx context.Context, db *sql.DB, t target) error {
+	for attempt := 1; ; attempt++ {
+		err := migrations.Up(ctx, db, t.dialect)
+		if err == nil || attempt == 10 || !sqlutil.IsRetryable(err) {
+			return err
+		}
+		select {
+		case <-time.After(time.Duration(attempt) * 50 * time.Millisecond):
+		case <-ctx.Done():
+			return err
+		}
+	}
+}
+
+// checkMigrated reports an unmigrated database without writing to it:
+// goose's own check creates the version table, so look for it first.
+func checkMigrated(ctx context.Context, db *sql.DB, t target) error {
+	exists, err := versionTableExists(ctx, db, t.dialect)
+	if err != nil {
+		return fail(exitFailure, "checking migrations of %s: %v", t.display, err)
+	}
+	if !exists {
+		return fail(exitNotMigrated, "%s is not migrated: run `sqllock migrate up` with the same --dsn", t.display)
+	}
+	pending, err := migrations.Pending(ctx, db, t.dialect)
+	if err != nil {
+		return fail(exitFailure, "checking migrations of %s: %v", t.display, err)
+	}
+	if pending {
+		return fail(exitNotMigrated, "%s has pending migrations: run `sqllock migrate up` with the same --dsn", t.display)
+	}
+	return nil
+}
+
+func versionTableExists(ctx context.Context, db *sql.DB, d sqllock.Dialect) (bool, error) {
+	return tableExists(ctx, db, d, migrations.VersionTable)
+}
+
+// tableExists reports whether the current schema has a table named name.
+func tableExists(ctx context.Context, db *sql.DB, d sqllock.Dialect, name string) (bool, error) {
+	var q string
+	switch d {
+	case sqllock.Postgres:
+		q = `SELECT count(*) FROM pg_tables WHERE schemaname = current_schema() AND tablename = $1`
+	case sqllock.MySQL:
+		q = `SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?`
+	case sqllock.SQLite:
+		q = `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?`
+	}
+	var n int
+	err := db.QueryRowContext(ctx, q, name).Scan(&n)
+	return n > 0, err
+}
+
+// withDB resolves and opens the database of df for a command.
+func withDB(ctx context.Context, df dbFlags, mode openMode, fn func(t target, db *sql.DB) error) error {
+	t, err := df.resolve()
+	if err != nil {
+		return err
+	}
+	db, err := open(ctx, t, mode)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return fn(t, db)
+}

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/jobguard"
+	"github.com/sqllock/sqllock/tablelock"
+)
+
+// lockRow is one line of `sqllock locks`: a tablelock lock or a jobguard job.
+type lockRow struct {
+	Kind      string    `json:"kind"` // "lock" or "job"
+	Key       string    `json:"key"`
+	Owner     string    `json:"owner"` // jobs: "running" or "done (hold-at-least)"
+	Host      string    `json:"host"`
+	Holds     int       `json:"holds,omitempty"`
+	Token     int64     `json:"token"`
+	Acquired  time.Time `json:"acquired"`
+	Expires   time.Time `json:"expires"`
+	HeldForMS int64     `json:"held_for_ms"`
+}
+
+func cmdLocks(ctx context.Context, args []string, e env) error {
+	var df dbFlags
+	fs := newFlags("locks", e, &df)
+	table := fs.String("table", tablelock.DefaultTable, "tablelock table")
+	force := fs.Bool("force", false, "release: really free the lock")
+	job := fs.Bool("job", false, "release: KEY names a jobguard job, not a lock")
+	asJSON := fs.Bool("json", false, "print the list as JSON")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) == 0:
+	case pos[0] == "release" && len(pos) == 2:
+	case pos[0] == "release":
+		return fail(exitUsage, "usage: sqllock locks release KEY --force")
+	default:
+		return fail(exitUsage, "locks: unknown action %q: want no action (list) or release KEY", pos[0])
+	}
+	return withDB(ctx, df, needMigrated, func(t target, db *sql.DB) error {
+		l, err := tablelock.New(db, t.dialect, tablelock.WithTable(*table), tablelock.WithNotify(false))
+		if err != nil {
+			return fail(exitUsage, "%v", err)
+		}
+		defer l.Close()
+		g, err := jobguard.New(db, t.dialect)
+		if err != nil {
+			return err
+		}
+		// A database migrated before jobguard shipped has no job table.
+		if ok, err := tableExists(ctx, db, t.dialect, jobguard.DefaultTable); err != nil || !ok {
+			g = nil
+		}
+		rows, err := listLocks(ctx, l, g)
+		if err != nil {
+			return err
+		}
+		if len(pos) == 0 {
+			if *asJSON {
+				enc := json.NewEncoder(e.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(rows)
+			}
+			printLocks(e.stdout, t, rows)
+			return nil
+		}
+		return releaseLock(ctx, e, l, g, rows, pos[1], *job, *force)
+	})
+}
+
+func listLocks(ctx context.Context, l *tablelock.Locker, g *jobguard.Guard) ([]lockRow, error) {
+	infos, err := l.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows := []lockRow{}
+	for _, in := range infos {
+		rows = append(rows, lockRow{Kind: "lock", Key: in.Key, Owner: in.Owner, Host: in.Host, Holds: in.Holds, Token: in.Token,
+			Acquired: in.AcquiredAt, Expires: in.ExpiresAt, HeldForMS: in.HeldFor.Milliseconds()})
+	}
+	if g == nil {
+		return rows, nil
+	}
+	jobs, err := g.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, j := range jobs {
+		state := "done (hold-at-least)"
+		if j.Running {
+			state = "running"
+		}
+		rows = append(rows, lockRow{Kind: "job", Key: j.Name, Owner: state, Host: j.LockedBy, Token: j.Token,
+			Acquired: j.LockedAt, Expires: j.LockedUntil, HeldForMS: time.Since(j.LockedAt).Milliseconds()})
+	}
+	return rows, nil
+}
+
+func printLocks(w io.Writer, t target, rows []lockRow) {
+	if len(rows) == 0 {
+		fmt.Fprintf(w, "no locks held on %s\n", t.display)
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tKEY\tOWNER\tHOST\tTOKEN\tACQUIRED\tEXPIRES\tHELD FOR")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%v\n", r.Kind, r.Key, r.Owner, r.Host, r.Token,
+			r.Acquired.Format(time.RFC3339), r.Expires.Format(time.RFC3339Nano), (time.Duration(r.HeldForMS) * time.Millisecond).Round(time.Millisecond))
+	}
+	tw.Flush()
+}
+
+// releaseLock frees key for an operator. Without force it only says what it
+// would do, and changes nothing.
+func releaseLock(ctx context.Context, e env, l *tablelock.Locker, g *jobguard.Guard, rows []lockRow, key string, job, force bool) error {
+	kind := "lock"
+	if job {
+		kind = "job"
+	}
+	if err := sqllock.ValidateKey(key); err != nil {
+		return fail(exitUsage, "locks release: %v", err)
+	}
+	var held *lockRow
+	for i := range rows {
+		if rows[i].Kind == kind && rows[i].Key == key {
+			held = &rows[i]
+		}
+	}
+	if held == nil {
+		return fail(exitFailure, "%s %q is not held; nothing to release", kind, key)
+	}
+	what := fmt.Sprintf("%s %q (owner %s, host %s, token %d, expires %s)", kind, key, held.Owner, held.Host, held.Token, held.Expires.Format(time.RFC3339Nano))
+	if !force {
+		consequence := "its holder's lease ends with ErrLockLost at its next renewal, and a waiter may take the key at once"
+		if job {
+			consequence = "the next replica to fire runs the job, even if this run is still working"
+		}
+		return fail(exitUsage, "refusing to release %s without --force: %s", what, consequence)
+	}
+	var ok bool
+	var err error
+	if job && g == nil {
+		return fail(exitFailure, "this database has no job table")
+	}
+	if job {
+		ok, err = g.Unlock(ctx, key)
+	} else {
+		ok, err = l.ForceRelease(ctx, key)
+	}
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fail(exitFailure, "%s %q was released before the force release reached it", kind, key)
+	}
+	fmt.Fprintf(e.stdout, "released %s\n", what)
+	return nil
+}
+
+// cmdHold holds a lock until --for passes, the context ends (Ctrl-C) or the
+// lease is lost: a way to watch locks, force-release and loss by hand.
+func cmdHold(ctx context.Context, args []string, e env) error {
+	var df dbFlags
+	fs := newFlags("hold", e, &df)
+	ttl := fs.Duration("ttl", tablelock.DefaultTTL, "lease length; renewed every ttl/3")
+	hold := fs.Duration("for", time.Hour, "how long to hold before releasing")
+	owner := fs.String("owner", "", "owner id (default: a random one)")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return fail(exitUsage, "usage: sqllock hold KEY [--for 1h] [--ttl 30s]")
+	}
+	key := pos[0]
+	return withDB(ctx, df, needMigrated, func(t target, db *sql.DB) error {
+		l, err := tablelock.New(db, t.dialect, tablelock.WithTTL(*ttl))
+		if err != nil {
+			return fail(exitUsage, "hold: %v", err)
+		}
+		defer l.Close()
+		actx := ctx
+		if *owner != "" {
+			actx = sqllock.WithOwner(ctx, *owner)
+		}
+		lease, err := l.Acquire(actx, key)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "held %q token %d host %s; until %v, Ctrl-C or loss\n", key, lease.Token(), sqllock.Host(), *hold)
+		select {
+		case <-lease.Done():
+			return fail(exitFailure, "lost %q: %v", key, lease.Err())
+		case <-ctx.Done():
+		case <-time.After(*hold):
+		}
+		if err := lease.Release(context.WithoutCancel(ctx)); err != nil {
+			if errors.Is(err, sqllock.ErrLockLost) {
+				return fail(exitFailure, "lost %q: %v", key, err)
+			}
+			return err
+		}
+		fmt.Fprintf(e.stdout, "released %q\n", key)
+		return nil
+	})
+}

@@ -1,0 +1,158 @@
+// Command sqllock runs, inspects and measures sqllock's locks on a database.
+//
+//	sqllock demo stock                 # workers buy from a stock through each strategy
+//	sqllock demo job                   # replicas run one scheduled job, once a period
+//	sqllock migrate up|down|status     # the embedded goose migrations
+//	sqllock locks                      # held locks and taken jobs
+//	sqllock locks release KEY --force  # free a lock whoever holds it
+//	sqllock hold KEY                   # hold a lock until interrupted or lost
+//	sqllock bench                      # lock rates and handoff beside raw SQL
+//
+// Every command takes --dsn: postgres://user:pass@host:port/db?sslmode=...
+// (or the pgx keyword form "host=... dbname=..."), mysql://user:pass@host:port/db
+// (or the go-sql-driver form user:pass@tcp(host:port)/db), or sqlite://path.
+// SQLLOCK_DSN is the default. Without either, the command uses an embedded
+// SQLite file in --data-dir (default: a sqllock folder in the temporary
+// directory), migrated on first use, so it runs with no server at all. A
+// database named by --dsn is never migrated behind the operator's back:
+// commands other than migrate refuse it until `sqllock migrate up` has run.
+//
+// Exit codes, for scripts:
+//
+//	0  success
+//	1  the command ran and failed: a database error, a demo that found a
+//	   double sale or a doubled job run, a lock that is not held, a lease lost
+//	2  usage: unknown command or flag, missing argument, release without --force
+//	3  bad DSN: it cannot be parsed, or the database cannot be reached
+//	4  the database is not migrated: run `sqllock migrate up`
+//	5  a strategy the database cannot serve, or not built into this binary
+//
+// Errors are one line on stderr, prefixed "sqllock: ".
+//
+// The command uses the standard flag package: a handful of subcommands with
+// a few flags each need no CLI library, and a dependency in the module's
+// go.mod would land in every program that imports the locks. Flags may come
+// before or after positional arguments.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+)
+
+// Exit codes; see the package doc.
+const (
+	exitOK          = 0
+	exitFailure     = 1
+	exitUsage       = 2
+	exitBadDSN      = 3
+	exitNotMigrated = 4
+	exitUnsupported = 5
+)
+
+// exitError is an error with the exit code it ends the command with.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+func fail(code int, format string, args ...any) error {
+	return &exitError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// env is what a command reads and writes: the process's, or a test's.
+type env struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], env{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv})
+	stop()
+	os.Exit(code)
+}
+
+const usage = `usage: sqllock <command> [flags]
+
+commands:
+  demo stock        N workers buy from M units through each strategy
+  demo job          replicas run one scheduled job through jobguard
+  migrate up|down|status
+                    apply, roll back or list the embedded migrations
+  locks             list held locks and taken jobs
+  locks release KEY --force
+                    free a lock whoever holds it (--job for a job)
+  hold KEY          hold a lock until --for passes, Ctrl-C, or it is lost
+  bench             lock rates and handoff latency beside raw SQL
+
+common flags:
+  --dsn DSN         postgres://..., mysql://..., sqlite://path (default $SQLLOCK_DSN;
+                    without it an embedded SQLite file in --data-dir)
+  --data-dir DIR    folder of the embedded SQLite database
+
+Run "sqllock <command> -h" for the flags of a command.
+`
+
+// run runs one command line and returns the exit code.
+func run(ctx context.Context, args []string, e env) int {
+	err := dispatch(ctx, args, e)
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if !errors.As(err, &ee) {
+		ee = &exitError{code: exitFailure, msg: err.Error()}
+	}
+	if ee.msg != "" {
+		fmt.Fprintln(e.stderr, "sqllock: "+oneLine(ee.msg))
+	}
+	return ee.code
+}
+
+// oneLine keeps an error to one line: drivers put newlines in some.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+func dispatch(ctx context.Context, args []string, e env) error {
+	if len(args) == 0 {
+		fmt.Fprint(e.stderr, usage)
+		return fail(exitUsage, "")
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(e.stdout, usage)
+		return nil
+	case "demo":
+		if len(rest) == 0 {
+			return fail(exitUsage, "demo needs a name: demo stock or demo job")
+		}
+		switch rest[0] {
+		case "stock":
+			return cmdStock(ctx, rest[1:], e)
+		case "job":
+			return cmdJob(ctx, rest[1:], e)
+		}
+		return fail(exitUsage, "unknown demo %q: want stock or job", rest[0])
+	case "migrate":
+		return cmdMigrate(ctx, rest, e)
+	case "locks":
+		return cmdLocks(ctx, rest, e)
+	case "hold":
+		return cmdHold(ctx, rest, e)
+	case "bench":
+		return cmdBench(ctx, rest, e)
+	case workerCommand:
+		return cmdWorker(ctx, rest, e)
+	}
+	return fail(exitUsage, "unknown command %q (run sqllock help)", cmd)
+}

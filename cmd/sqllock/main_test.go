@@ -1,0 +1,520 @@
+package main
+
+// These tests drive the built binary as a user would: as a process, against
+// the test databases, checking its output and exit codes. PostgreSQL and
+// MariaDB get a private database per test (created from the testdb DSNs and
+// dropped afterwards), so migrate down and "unmigrated" never touch the
+// shared one.
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/migrations"
+)
+
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "sqllock-cmd-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = filepath.Join(dir, "sqllock")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building sqllock:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// sqllockCmd runs the binary with args and SQLLOCK_DSN unset.
+func sqllockCmd(t *testing.T, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), "SQLLOCK_DSN=")
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("running sqllock %v: %v", args, err)
+	}
+	return result{out.String(), errb.String(), code}
+}
+
+// want checks the exit code and, for failures, that stderr is one line
+// containing each of msgs.
+func (r result) want(t *testing.T, code int, msgs ...string) {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, code, r.stdout, r.stderr)
+	}
+	if code != 0 {
+		if lines := strings.Count(strings.TrimRight(r.stderr, "\n"), "\n"); lines != 0 || r.stderr == "" {
+			t.Errorf("stderr is not one line:\n%s", r.stderr)
+		}
+	}
+	for _, m := range msgs {
+		if !strings.Contains(r.stderr, m) && !strings.Contains(r.stdout, m) {
+			t.Errorf("output does not mention %q\nstdout:\n%s\nstderr:\n%s", m, r.stdout, r.stderr)
+		}
+	}
+}
+
+func decode[T any](t *testing.T, r result) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, r.stdout)
+	}
+	return v
+}
+
+// dbTarget is a private, empty database for one test.
+type dbTarget struct {
+	dialect sqllock.Dialect
+	dsn     string  // for --dsn
+	db      *sql.DB // to check the server's state
+	path    string  // SQLite file
+}
+
+// tables counts the tables of the database: "nothing written" checks.
+func (d dbTarget) tables(t *testing.T) int {
+	t.Helper()
+	if d.dialect == sqllock.SQLite {
+		if _, err := os.Stat(d.path); os.IsNotExist(err) {
+			return 0
+		}
+	}
+	q := map[sqllock.Dialect]string{
+		sqllock.Postgres: `SELECT count(*) FROM pg_tables WHERE schemaname = 'public'`,
+		sqllock.MySQL:    `SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE()`,
+		sqllock.SQLite:   `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`,
+	}[d.dialect]
+	var n int
+	if err := d.db.QueryRow(q).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func privateDB(t *testing.T, d sqllock.Dialect) dbTarget {
+	t.Helper()
+	name := fmt.Sprintf("sqllock_cmd_%x", rand.Uint64())
+	switch d {
+	case sqllock.SQLite:
+		path := filepath.Join(t.TempDir(), "locks.db")
+		db, err := sql.Open("sqlite", sqliteDSN(path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return dbTarget{dialect: d, dsn: "sqlite://" + path, db: db, path: path}
+	case sqllock.Postgres:
+		shared := testdb.Open(t, d)
+		u, err := url.Parse(shared.DSN)
+		if err != nil || !strings.HasPrefix(shared.DSN, "postgres") {
+			t.Skipf("the PostgreSQL DSN is not a URL; these tests need one")
+		}
+		if _, err := shared.Exec("CREATE DATABASE " + name); err != nil {
+			t.Fatal(err)
+		}
+		u.Path = "/" + name
+		db, err := sql.Open("pgx", u.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			db.Close()
+			_, _ = shared.Exec("DROP DATABASE " + name + " WITH (FORCE)")
+		})
+		return dbTarget{dialect: d, dsn: u.String(), db: db}
+	case sqllock.MySQL:
+		shared := testdb.Open(t, d)
+		cfg, err := mysql.ParseDSN(shared.DSN)
+		if err != nil || cfg.Net != "tcp" {
+			t.Skipf("the MySQL DSN is not a TCP one; these tests need one")
+		}
+		if _, err := shared.Exec("CREATE DATABASE " + name); err != nil {
+			t.Fatal(err)
+		}
+		user := url.User(cfg.User)
+		if cfg.Passwd != "" {
+			user = url.UserPassword(cfg.User, cfg.Passwd)
+		}
+		// The mysql:// form, which the command translates.
+		dsn := (&url.URL{Scheme: "mysql", User: user, Host: cfg.Addr, Path: "/" + name}).String()
+		cfg.DBName = name
+		db, err := sql.Open("mysql", cfg.FormatDSN())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			db.Close()
+			_, _ = shared.Exec("DROP DATABASE " + name)
+		})
+		return dbTarget{dialect: d, dsn: dsn, db: db}
+	}
+	t.Fatalf("unknown dialect %v", d)
+	return dbTarget{}
+}
+
+// forEachDB runs fn per dialect on a private database.
+func forEachDB(t *testing.T, fn func(t *testing.T, d dbTarget)) {
+	for _, d := range testdb.Dialects {
+		t.Run(d.String(), func(t *testing.T) { fn(t, privateDB(t, d)) })
+	}
+}
+
+// migrated returns a private database for d with the migrations applied
+// through the command.
+func migrated(t *testing.T, d sqllock.Dialect) dbTarget {
+	t.Helper()
+	tg := privateDB(t, d)
+	sqllockCmd(t, "migrate", "up", "--dsn", tg.dsn).want(t, 0, "applied")
+	return tg
+}
+
+func TestUsageAndDSNErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`},
+		{[]string{"demo", "dance"}, exitUsage, `unknown demo "dance"`},
+		{[]string{"migrate", "sideways", "--data-dir", dir}, exitUsage, `unknown action "sideways"`},
+		{[]string{"locks", "--no-such-flag"}, exitUsage, "flag provided but not defined"},
+		{[]string{"locks", "--dsn", "redis://localhost"}, exitBadDSN, `unknown scheme "redis"`},
+		{[]string{"locks", "--dsn", "nonsense"}, exitBadDSN, "bad --dsn"},
+		{[]string{"locks", "--dsn", "mysql://root@127.0.0.1:3306"}, exitBadDSN, "needs a database name"},
+		{[]string{"locks", "--dsn", "postgres://u:secret@127.0.0.1:1/db?connect_timeout=5"}, exitBadDSN, "cannot reach postgres"},
+		{[]string{"demo", "stock", "--data-dir", dir, "--strategy", "rowlock"}, exitUnsupported, "unsupported on sqlite"},
+		{[]string{"demo", "stock", "--data-dir", dir, "--strategy", "quantum"}, exitUsage, `unknown strategy "quantum"`},
+		{[]string{"bench", "--data-dir", dir, "--strategy", "advisory"}, exitUnsupported, "strategy advisory"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			r := sqllockCmd(t, tc.args...)
+			r.want(t, tc.code, tc.msg)
+			if strings.Contains(r.stderr, "secret") {
+				t.Errorf("the error shows the password: %s", r.stderr)
+			}
+			if r.stdout != "" {
+				t.Errorf("stdout on error: %q", r.stdout)
+			}
+		})
+	}
+	if r := sqllockCmd(t); r.code != exitUsage || !strings.Contains(r.stderr, "usage:") {
+		t.Errorf("no arguments: exit %d, stderr %q; want usage and exit %d", r.code, r.stderr, exitUsage)
+	}
+}
+
+func TestUnmigratedDatabase(t *testing.T) {
+	forEachDB(t, func(t *testing.T, d dbTarget) {
+		for _, args := range [][]string{{"locks"}, {"demo", "stock"}, {"demo", "job"}, {"bench"}} {
+			r := sqllockCmd(t, append(args, "--dsn", d.dsn)...)
+			r.want(t, exitNotMigrated, "sqllock migrate up")
+		}
+		if n := d.tables(t); n != 0 {
+			t.Fatalf("%d tables in the database after refused commands, want nothing written", n)
+		}
+		// status reads the embedded files only, and writes nothing either.
+		r := sqllockCmd(t, "migrate", "status", "--dsn", d.dsn)
+		r.want(t, 0, "00001_sqllock.sql", "pending")
+		if n := d.tables(t); n != 0 {
+			t.Fatalf("%d tables after migrate status, want nothing written", n)
+		}
+	})
+}
+
+func TestMigrate(t *testing.T) {
+	forEachDB(t, func(t *testing.T, d dbTarget) {
+		sqllockCmd(t, "migrate", "up", "--dsn", d.dsn).want(t, 0, "applied 00001_sqllock.sql")
+		sqllockCmd(t, "migrate", "up", "--dsn", d.dsn).want(t, 0, "is up to date")
+		r := sqllockCmd(t, "migrate", "status", "--dsn", d.dsn)
+		r.want(t, 0, "up to date")
+		if strings.Contains(r.stdout, "pending") {
+			t.Errorf("status after up lists pending migrations:\n%s", r.stdout)
+		}
+		sqllockCmd(t, "locks", "--dsn", d.dsn).want(t, 0, "no locks held")
+
+		// One step down leaves the database behind the binary: refused.
+		sqllockCmd(t, "migrate", "down", "--dsn", d.dsn).want(t, 0, "rolled back")
+		sqllockCmd(t, "locks", "--dsn", d.dsn).want(t, exitNotMigrated, "pending migrations")
+		sqllockCmd(t, "migrate", "down", "--all", "--dsn", d.dsn).want(t, 0, "rolled back 00001_sqllock.sql")
+		// Only goose's version table is left.
+		if n := d.tables(t); n != 1 {
+			t.Errorf("%d tables after down --all, want only the version table", n)
+		}
+	})
+}
+
+type stockJSON struct {
+	Units   int `json:"units"`
+	Results []struct {
+		Strategy string `json:"strategy"`
+		Sold     int    `json:"sold"`
+		Left     int    `json:"left"`
+		Oversold int    `json:"oversold"`
+	} `json:"results"`
+	Skipped []struct{ Strategy, Reason string } `json:"skipped"`
+}
+
+func checkStock(t *testing.T, r result, units int) stockJSON {
+	t.Helper()
+	r.want(t, 0)
+	rep := decode[stockJSON](t, r)
+	if len(rep.Results) == 0 || rep.Results[0].Strategy != "tablelock" {
+		t.Fatalf("no tablelock result:\n%s", r.stdout)
+	}
+	for _, res := range rep.Results {
+		if res.Oversold != 0 || res.Sold != units || res.Left != 0 {
+			t.Errorf("%s: sold %d, left %d, oversold %d; want all %d sold, none oversold", res.Strategy, res.Sold, res.Left, res.Oversold, units)
+		}
+	}
+	if len(rep.Results)+len(rep.Skipped) != 4 {
+		t.Errorf("%d strategies run and %d skipped, want the four accounted for", len(rep.Results), len(rep.Skipped))
+	}
+	return rep
+}
+
+// TestDemoStockEmbedded is the README's first command: no server, no flags
+// but a data folder, oversold 0.
+func TestDemoStockEmbedded(t *testing.T) {
+	dir := t.TempDir()
+	r := sqllockCmd(t, "demo", "stock", "--data-dir", dir)
+	r.want(t, 0, "tablelock", "oversold", "rowlock: skipped, unsupported on sqlite")
+	var found bool
+	for _, line := range strings.Split(r.stdout, "\n") {
+		if f := strings.Fields(line); len(f) >= 4 && f[0] == "tablelock" {
+			found = true
+			if f[1] != "500" || f[2] != "0" || f[3] != "0" {
+				t.Errorf("tablelock line %q: want 500 sold, 0 left, 0 oversold", line)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no tablelock line in:\n%s", r.stdout)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "sqllock.db")); err != nil {
+		t.Errorf("the embedded database was not created in --data-dir: %v", err)
+	}
+
+	rep := checkStock(t, sqllockCmd(t, "demo", "stock", "--data-dir", dir, "--units", "120", "--procs", "3", "--workers", "6", "--json"), 120)
+	for _, s := range rep.Skipped {
+		if (s.Strategy == "rowlock" || s.Strategy == "advisory") && !strings.Contains(s.Reason, "unsupported on sqlite") {
+			t.Errorf("%s skipped for %q, want the dialect named", s.Strategy, s.Reason)
+		}
+	}
+}
+
+func TestDemoStock(t *testing.T) {
+	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL} {
+		t.Run(d.String(), func(t *testing.T) {
+			tg := migrated(t, d)
+			checkStock(t, sqllockCmd(t, "demo", "stock", "--dsn", tg.dsn, "--units", "60", "--json"), 60)
+			checkStock(t, sqllockCmd(t, "demo", "stock", "--dsn", tg.dsn, "--units", "60", "--procs", "2", "--workers", "4", "--json"), 60)
+		})
+	}
+}
+
+type jobJSON struct {
+	Periods []struct {
+		Period  int     `json:"period"`
+		Runs    int     `json:"runs"`
+		Tokens  []int64 `json:"tokens"`
+		Skipped int     `json:"skipped"`
+	} `json:"periods"`
+	OK bool `json:"exactly_once_per_period"`
+}
+
+func checkJob(t *testing.T, r result, replicas, periods int) {
+	t.Helper()
+	r.want(t, 0)
+	rep := decode[jobJSON](t, r)
+	if !rep.OK || len(rep.Periods) != periods {
+		t.Fatalf("job report says ok=%v over %d periods, want ok over %d:\n%s", rep.OK, len(rep.Periods), periods, r.stdout)
+	}
+	var last int64
+	for _, p := range rep.Periods {
+		if p.Runs != 1 || p.Skipped != replicas-1 || len(p.Tokens) != 1 {
+			t.Errorf("period %d: %d runs, %d skipped; want 1 and %d", p.Period, p.Runs, p.Skipped, replicas-1)
+			continue
+		}
+		if p.Tokens[0] <= last {
+			t.Errorf("period %d: token %d after %d, want increasing", p.Period, p.Tokens[0], last)
+		}
+		last = p.Tokens[0]
+	}
+}
+
+func TestDemoJob(t *testing.T) {
+	forEachDB(t, func(t *testing.T, d dbTarget) {
+		if _, err := migrations.FS.ReadFile(d.dialect.String() + "/00004_jobguard.sql"); err != nil {
+			t.Skipf("migration 00004_jobguard is not shipped for %v yet", d.dialect)
+		}
+		sqllockCmd(t, "migrate", "up", "--dsn", d.dsn).want(t, 0)
+		checkJob(t, sqllockCmd(t, "demo", "job", "--dsn", d.dsn, "--replicas", "3", "--periods", "3", "--period", "400ms", "--json"), 3, 3)
+		checkJob(t, sqllockCmd(t, "demo", "job", "--dsn", d.dsn, "--replicas", "3", "--procs", "3", "--periods", "3", "--period", "400ms", "--json"), 3, 3)
+	})
+	// The table for people.
+	r := sqllockCmd(t, "demo", "job", "--data-dir", t.TempDir(), "--periods", "2", "--period", "300ms")
+	r.want(t, 0, "ran exactly once in each of 2 periods", "replica")
+}
+
+type lockJSON struct {
+	Kind, Key, Owner, Host string
+	Token                  int64
+	Acquired, Expires      time.Time
+}
+
+func listLocksJSON(t *testing.T, dsn string) map[string]lockJSON {
+	t.Helper()
+	r := sqllockCmd(t, "locks", "--json", "--dsn", dsn)
+	r.want(t, 0)
+	out := map[string]lockJSON{}
+	for _, l := range decode[[]lockJSON](t, r) {
+		out[l.Key] = l
+	}
+	return out
+}
+
+// TestLocksForceRelease: a lock held by another process shows in `locks`
+// with its owner, host and token; release refuses without --force; with it
+// the lock is freed and the holder's lease reports the loss.
+func TestLocksForceRelease(t *testing.T) {
+	forEachDB(t, func(t *testing.T, d dbTarget) {
+		sqllockCmd(t, "migrate", "up", "--dsn", d.dsn).want(t, 0)
+		key := fmt.Sprintf("orders/%x", rand.Uint64())
+		holder := exec.Command(bin, "hold", key, "--ttl", "1s", "--for", "2m", "--owner", "billing-worker-7", "--dsn", d.dsn)
+		holder.Env = append(os.Environ(), "SQLLOCK_DSN=")
+		out, err := holder.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr strings.Builder
+		holder.Stderr = &stderr
+		if err := holder.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = holder.Process.Kill(); _ = holder.Wait() })
+		lines := make(chan string, 10)
+		go func() {
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+			close(lines)
+		}()
+		select {
+		case l := <-lines:
+			if !strings.HasPrefix(l, "held") {
+				t.Fatalf("holder said %q, want held", l)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the holder never took the lock")
+		}
+
+		l, ok := listLocksJSON(t, d.dsn)[key]
+		if !ok {
+			t.Fatalf("locks does not list %q", key)
+		}
+		if l.Kind != "lock" || l.Owner != "billing-worker-7" || !strings.HasSuffix(l.Host, fmt.Sprintf("/%d", holder.Process.Pid)) || l.Token <= 0 || !l.Expires.After(l.Acquired) {
+			t.Errorf("locks lists %+v; want owner billing-worker-7, host ending /%d, a token, expiry after acquisition", l, holder.Process.Pid)
+		}
+		human := sqllockCmd(t, "locks", "--dsn", d.dsn)
+		human.want(t, 0, key, "billing-worker-7", fmt.Sprint(l.Token))
+
+		// Without --force: says what it would do, does nothing.
+		sqllockCmd(t, "locks", "release", key, "--dsn", d.dsn).want(t, exitUsage, "--force", "billing-worker-7", "ErrLockLost")
+		if _, ok := listLocksJSON(t, d.dsn)[key]; !ok {
+			t.Fatal("release without --force freed the lock")
+		}
+
+		sqllockCmd(t, "locks", "release", key, "--force", "--dsn", d.dsn).want(t, 0, "released lock")
+		if _, ok := listLocksJSON(t, d.dsn)[key]; ok {
+			t.Fatal("the lock is still listed after release --force")
+		}
+		done := make(chan error, 1)
+		go func() { done <- holder.Wait() }()
+		var said []string
+		for l := range lines {
+			said = append(said, l)
+		}
+		select {
+		case err := <-done:
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitFailure {
+				t.Errorf("holder exited with %v, want exit code %d", err, exitFailure)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the holder did not learn of the loss")
+		}
+		if !strings.Contains(stderr.String(), "lost") || !strings.Contains(stderr.String(), "lock lost") {
+			t.Errorf("holder output %q / %q; want it to report the loss", said, stderr.String())
+		}
+		sqllockCmd(t, "locks", "release", key, "--force", "--dsn", d.dsn).want(t, exitFailure, "not held")
+	})
+}
+
+type benchJSON struct {
+	Results []struct {
+		Strategy string `json:"strategy"`
+		Lib      struct {
+			Uncontended float64 `json:"uncontended_per_sec"`
+			HotKey      float64 `json:"hot_key_per_sec"`
+			Served      int     `json:"hot_key_clients_served"`
+			P50         float64 `json:"handoff_p50_ms"`
+			Missed      int     `json:"handoff_missed"`
+		} `json:"sqllock"`
+		Raw struct {
+			Uncontended float64 `json:"uncontended_per_sec"`
+		} `json:"raw"`
+		Ratio float64 `json:"uncontended_ratio"`
+	} `json:"results"`
+}
+
+func TestBench(t *testing.T) {
+	r := sqllockCmd(t, "bench", "--data-dir", t.TempDir(), "--duration", "200ms", "--handoffs", "5", "--clients", "3", "--json")
+	r.want(t, 0)
+	rep := decode[benchJSON](t, r)
+	if len(rep.Results) != 1 || rep.Results[0].Strategy != "tablelock" {
+		t.Fatalf("bench results: %+v, want tablelock", rep.Results)
+	}
+	res := rep.Results[0]
+	if res.Lib.Uncontended <= 0 || res.Raw.Uncontended <= 0 || res.Ratio <= 0 || res.Lib.HotKey <= 0 || res.Lib.Served < 1 || res.Lib.P50 <= 0 || res.Lib.Missed != 0 {
+		t.Errorf("implausible bench figures: %+v", res)
+	}
+	human := sqllockCmd(t, "bench", "--data-dir", t.TempDir(), "--duration", "100ms", "--handoffs", "3", "--clients", "2")
+	human.want(t, 0, "uncontended acquire+release", "handoff p99", "raw SQL")
+}

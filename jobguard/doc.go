@@ -1,0 +1,35 @@
+// Package jobguard runs a scheduled job at most once per period across the
+// replicas of a service: the ShedLock contract on sqllock's database clock
+// and fencing tokens.
+//
+// Every replica keeps its own schedule (a ticker, cron) and calls
+// [Guard.Run] at each firing. The first replica to arrive takes the job's
+// row and runs it; the others skip. Two durations bound the row:
+//
+//   - AtMost (hold-at-most) is how long the row stays taken while the job
+//     runs. A runner that crashes frees the job when it passes, so set it
+//     well above the job's longest run. The job's context is cancelled a
+//     safety margin (AtMost/10) before it, so an overrunning job is stopped
+//     before another replica can start it, not run twice.
+//   - AtLeast (hold-at-least) is how long the row stays taken after the job
+//     started, even when it finished sooner. It absorbs replicas whose
+//     schedules or clocks fire slightly apart: a replica firing late for the
+//     same period finds the row still taken and skips. Set it above that
+//     spread and below the period.
+//
+// All times are compared on the database clock inside the statements; the
+// clocks of the replicas only decide when they try, never who wins.
+//
+// Each run gets a fencing token from the shared sequence (migration 00001),
+// issued by the statement that takes the row. Inside Run the token is on the
+// context ([sqllock.TokenFrom]); hand it to the job's writes so that a runner
+// paused past AtMost cannot overwrite the work of its successor.
+//
+// The row lives in the table sqllock_jobs (migration 00004); [WithTable]
+// names another table created with [CreateTable].
+//
+// Skipping is the normal outcome for all but one replica, so [Guard.Run]
+// reports it as ran == false with a nil error; [Guard.TryAcquire], for callers
+// who manage the lease themselves, returns an error matching
+// [sqllock.ErrNotAcquired] instead.
+package jobguard

@@ -1,0 +1,309 @@
+package jobguard
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/sqlutil"
+)
+
+// DefaultTable is the table migration 00004 creates.
+const DefaultTable = "sqllock_jobs"
+
+// MinAtMost is the shortest hold-at-most accepted: a shorter one could pass
+// before the statement that takes the row has returned.
+const MinAtMost = 10 * time.Millisecond
+
+// releaseTimeout bounds Release, which runs detached from the caller's
+// context.
+const releaseTimeout = 5 * time.Second
+
+// Job names a scheduled job and bounds how long its row stays taken.
+type Job struct {
+	// Name identifies the job across replicas: a valid sqllock key.
+	Name string
+	// AtMost is how long a run holds the job at most; a crashed runner frees
+	// it then. The run's context is cancelled AtMost/10 earlier.
+	AtMost time.Duration
+	// AtLeast is how long after it started a run keeps the job, even when it
+	// finished sooner (0: free at once). At most AtMost.
+	AtLeast time.Duration
+}
+
+func (j Job) validate() error {
+	if err := sqllock.ValidateKey(j.Name); err != nil {
+		return err
+	}
+	switch {
+	case j.AtMost < MinAtMost:
+		return fmt.Errorf("%w: AtMost %v is below the minimum %v", sqllock.ErrInvalidOption, j.AtMost, MinAtMost)
+	case j.AtLeast < 0:
+		return fmt.Errorf("%w: AtLeast %v is negative", sqllock.ErrInvalidOption, j.AtLeast)
+	case j.AtLeast > j.AtMost:
+		return fmt.Errorf("%w: AtLeast %v exceeds AtMost %v", sqllock.ErrInvalidOption, j.AtLeast, j.AtMost)
+	}
+	return nil
+}
+
+// Option configures a Guard.
+type Option func(*config) error
+
+type config struct{ table string }
+
+// WithTable names the job table (default "sqllock_jobs"), optionally
+// schema-qualified. It is validated as an identifier and quoted.
+func WithTable(name string) Option {
+	return func(c *config) error {
+		c.table = name
+		return nil
+	}
+}
+
+// Guard runs jobs at most once per period across every process that shares
+// its database. It is safe for concurrent use and holds no resources: there
+// is nothing to close.
+type Guard struct {
+	db      *sql.DB
+	dialect sqllock.Dialect
+	q       queries
+	host    string
+}
+
+// New returns a Guard over db for dialect d. It checks its options but does
+// not touch the database; run migrations.Up first. New never closes db.
+func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Guard, error) {
+	if db == nil {
+		return nil, fmt.Errorf("jobguard: %w: nil *sql.DB", sqllock.ErrInvalidOption)
+	}
+	cfg := config{table: DefaultTable}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, fmt.Errorf("jobguard: %w", err)
+		}
+	}
+	q, err := buildQueries(d, cfg.table)
+	if err != nil {
+		return nil, err
+	}
+	return &Guard{db: db, dialect: d, q: q, host: sqllock.Host()}, nil
+}
+
+// Run runs fn if no other replica holds job, and reports whether it ran.
+// A job held elsewhere, or still inside its hold-at-least, is skipped:
+// ran is false and err nil.
+//
+// fn's context carries the run's lease and fencing token ([sqllock.LeaseFrom],
+// [sqllock.TokenFrom]) and is cancelled with a cause matching
+// [sqllock.ErrLockLost] a safety margin before AtMost passes. After fn the
+// job is freed, but not before AtLeast has passed since the run started,
+// whether fn failed or not. err joins fn's error with any error from the
+// release; it matches ErrLockLost if the run outlived its hold.
+func (g *Guard) Run(ctx context.Context, job Job, fn func(ctx context.Context) error) (ran bool, err error) {
+	if fn == nil {
+		return false, fmt.Errorf("jobguard: run %q: %w: nil function", job.Name, sqllock.ErrInvalidOption)
+	}
+	lease, err := g.TryAcquire(ctx, job)
+	if errors.Is(err, sqllock.ErrNotAcquired) && ctx.Err() == nil {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, sqllock.DoLease(ctx, lease, fn)
+}
+
+// TryAcquire takes job if it is free, and otherwise returns an error
+// matching sqllock.ErrNotAcquired that names the holder and how long the job
+// stays taken. Release the lease when the job is done: Release keeps the
+// job taken until AtLeast has passed since the lease was granted.
+func (g *Guard) TryAcquire(ctx context.Context, job Job) (*Lease, error) {
+	if err := job.validate(); err != nil {
+		return nil, fmt.Errorf("jobguard: acquire %q: %w", job.Name, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, errors.Join(fmt.Errorf("jobguard: acquire %q: %w", job.Name, sqllock.ErrNotAcquired), err)
+	}
+	owner := sqllock.NewOwnerID()
+	start := time.Now()
+	a, err := g.try(ctx, job, owner)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, errors.Join(fmt.Errorf("jobguard: acquire %q: %w", job.Name, sqllock.ErrNotAcquired), ctx.Err())
+	case err != nil && (sqlutil.IsDeadlock(err) || sqlutil.IsLockNotAvailable(err)):
+		// MariaDB picks one of two racing inserters as a deadlock victim:
+		// the other one took the job.
+		return nil, fmt.Errorf("jobguard: acquire %q: %w: taken by a concurrent runner", job.Name, sqllock.ErrNotAcquired)
+	case err != nil:
+		return nil, fmt.Errorf("jobguard: acquire %q: %w", job.Name, err)
+	case !a.won:
+		if a.holder == "" {
+			return nil, fmt.Errorf("jobguard: acquire %q: %w", job.Name, sqllock.ErrNotAcquired)
+		}
+		return nil, fmt.Errorf("jobguard: acquire %q: %w: taken by %s for %v more", job.Name, sqllock.ErrNotAcquired,
+			a.holder, a.remaining.Round(time.Millisecond))
+	}
+	return g.newLease(job, a.token, start), nil
+}
+
+// attempt is the outcome of one acquire statement.
+type attempt struct {
+	won       bool
+	token     int64
+	holder    string        // locked_by of the holder, when not won
+	remaining time.Duration // until the holder's row frees, when not won
+}
+
+func (g *Guard) try(ctx context.Context, job Job, owner string) (attempt, error) {
+	var a attempt
+	var rem int64
+	atMost := job.AtMost.Microseconds()
+	switch g.dialect {
+	case sqllock.Postgres:
+		err := g.db.QueryRowContext(ctx, g.q.acquire, job.Name, owner, g.host, atMost).Scan(&a.won, &a.token, &a.holder, &rem)
+		if errors.Is(err, sql.ErrNoRows) {
+			// The winner's row is newer than this statement's snapshot.
+			return attempt{}, nil
+		}
+		if err != nil {
+			return a, err
+		}
+	case sqllock.MySQL:
+		var rowOwner string
+		err := g.db.QueryRowContext(ctx, g.q.acquire, job.Name, owner, g.host, atMost).Scan(&rowOwner, &a.token, &a.holder, &rem)
+		if err != nil {
+			return a, err
+		}
+		a.won = rowOwner == owner
+	case sqllock.SQLite:
+		if err := g.trySQLite(ctx, job, owner, &a, &rem); err != nil {
+			return a, err
+		}
+	}
+	if !a.won {
+		a.remaining = time.Duration(max(rem, 0)) * time.Microsecond
+	}
+	return a, nil
+}
+
+func (g *Guard) trySQLite(ctx context.Context, job Job, owner string, a *attempt, rem *int64) (err error) {
+	// A read first: in WAL mode it takes no lock, so the replicas that skip
+	// do not queue for the single write lock.
+	err = g.db.QueryRowContext(ctx, g.q.holder, job.Name).Scan(&a.holder, rem)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return err
+	case *rem > 0:
+		return nil
+	}
+	tx, err := g.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	// The upsert is the transaction's first statement, a write: SQLite takes
+	// the write lock there, so the fence read inside it and the bump below
+	// cannot interleave with another writer.
+	err = tx.QueryRowContext(ctx, g.q.acquire, job.Name, owner, g.host, job.AtMost.Microseconds()).Scan(&a.token)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		a.won = false
+		if err = tx.QueryRowContext(ctx, g.q.holder, job.Name).Scan(&a.holder, rem); err != nil {
+			return err
+		}
+	case err != nil:
+		return err
+	default:
+		a.won = true
+		if _, err = tx.ExecContext(ctx, g.q.fence, a.token); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// Unlock frees job whoever holds it, for an operator: the next replica to
+// fire runs it. A runner still working is not told; its Release reports
+// sqllock.ErrLockLost. Unlock reports whether the job was taken.
+func (g *Guard) Unlock(ctx context.Context, name string) (bool, error) {
+	if err := sqllock.ValidateKey(name); err != nil {
+		return false, fmt.Errorf("jobguard: unlock %q: %w", name, err)
+	}
+	res, err := g.db.ExecContext(ctx, g.q.unlock, name)
+	if err != nil {
+		return false, fmt.Errorf("jobguard: unlock %q: %w", name, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("jobguard: unlock %q: %w", name, err)
+	}
+	return n > 0, nil
+}
+
+// Info describes one taken job, as List reports it.
+type Info struct {
+	Name        string
+	LockedBy    string // hostname/pid of the runner
+	Running     bool   // false once the run released and only AtLeast keeps the job
+	Token       int64
+	LockedAt    time.Time
+	LockedUntil time.Time
+}
+
+// List returns the jobs taken now, by name.
+func (g *Guard) List(ctx context.Context) ([]Info, error) {
+	rows, err := g.db.QueryContext(ctx, g.q.list)
+	if err != nil {
+		return nil, fmt.Errorf("jobguard: list: %w", err)
+	}
+	defer rows.Close()
+	var out []Info
+	for rows.Next() {
+		var in Info
+		var owner string
+		var at, until any
+		if err := rows.Scan(&in.Name, &owner, &in.LockedBy, &in.Token, &at, &until); err != nil {
+			return nil, fmt.Errorf("jobguard: list: %w", err)
+		}
+		in.Running = owner != ""
+		in.LockedAt, in.LockedUntil = toTime(at), toTime(until)
+		out = append(out, in)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("jobguard: list: %w", err)
+	}
+	return out, nil
+}
+
+// toTime reads a timestamp column whatever the driver made of it: a
+// time.Time (pgx), text (MySQL without parseTime) or microseconds since the
+// epoch (SQLite).
+func toTime(v any) time.Time {
+	switch t := v.(type) {
+	case time.Time:
+		return t.UTC()
+	case int64:
+		return time.UnixMicro(t).UTC()
+	case []byte:
+		return parseTime(string(t))
+	case string:
+		return parseTime(t)
+	}
+	return time.Time{}
+}
+
+func parseTime(s string) time.Time {
+	t, err := time.Parse("2006-01-02 15:04:05.999999", s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}

@@ -1,0 +1,332 @@
+package jobguard_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/locktest"
+	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/jobguard"
+	"github.com/sqllock/sqllock/migrations"
+)
+
+// jobTable creates a job table unique to the test, dropped when it ends:
+// the shared test database is used by other packages at the same time.
+func jobTable(t testing.TB, db *testdb.DB) string {
+	t.Helper()
+	table := fmt.Sprintf("jobs_test_%x", rand.Uint64())
+	if err := jobguard.CreateTable(context.Background(), db.DB, db.Dialect, table); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = db.ExecContext(context.Background(), "DROP TABLE "+table) })
+	return table
+}
+
+func newGuard(t testing.TB, db *testdb.DB, table string) *jobguard.Guard {
+	t.Helper()
+	g, err := jobguard.New(db.DB, db.Dialect, jobguard.WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// eventually polls cond until it holds or a generous timeout passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestOneRunnerOfN(t *testing.T) {
+	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
+		ctx, table := ctxT(t), jobTable(t, db)
+		job := jobguard.Job{Name: locktest.Key(t), AtMost: time.Minute, AtLeast: 30 * time.Second}
+		const n = 8
+		var ran atomic.Int32
+		var inside atomic.Int32
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		start := make(chan struct{})
+		for range n {
+			g := newGuard(t, db, table)
+			wg.Go(func() {
+				<-start
+				ok, err := g.Run(ctx, job, func(ctx context.Context) error {
+					if inside.Add(1) != 1 {
+						return errors.New("two runners inside the job")
+					}
+					time.Sleep(20 * time.Millisecond)
+					inside.Add(-1)
+					ran.Add(1)
+					return nil
+				})
+				if err != nil {
+					errs <- fmt.Errorf("Run: ran=%v, %w", ok, err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		if got := ran.Load(); got != 1 {
+			t.Fatalf("%d of %d replicas ran the job, want exactly 1", got, n)
+		}
+		if inUse := db.Stats().InUse; inUse != 0 {
+			t.Errorf("%d connections still in use after the runs", inUse)
+		}
+	})
+}
+
+func TestHoldAtLeast(t *testing.T) {
+	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
+		ctx, table := ctxT(t), jobTable(t, db)
+		a, b := newGuard(t, db, table), newGuard(t, db, table)
+		noop := func(context.Context) error { return nil }
+
+		// A fast run keeps the job for AtLeast: a replica firing late for
+		// the same period skips.
+		long := jobguard.Job{Name: locktest.Key(t) + "/long", AtMost: time.Minute, AtLeast: 30 * time.Second}
+		if ran, err := a.Run(ctx, long, noop); !ran || err != nil {
+			t.Fatalf("first Run = %v, %v; want ran", ran, err)
+		}
+		if ran, err := b.Run(ctx, long, noop); ran || err != nil {
+			t.Fatalf("Run inside hold-at-least = %v, %v; want skipped with no error", ran, err)
+		}
+		_, err := b.TryAcquire(ctx, long)
+		if !errors.Is(err, sqllock.ErrNotAcquired) || !strings.Contains(err.Error(), sqllock.Host()) {
+			t.Fatalf("TryAcquire inside hold-at-least = %v; want ErrNotAcquired naming the holder %s", err, sqllock.Host())
+		}
+		infos, err := a.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(infos) != 1 || infos[0].Name != long.Name || infos[0].Running || infos[0].Token <= 0 {
+			t.Fatalf("List = %+v; want %q, released, with a token", infos, long.Name)
+		}
+		if d := infos[0].LockedUntil.Sub(infos[0].LockedAt); d < 29*time.Second || d > 31*time.Second {
+			t.Errorf("released row kept for %v after its start, want AtLeast = 30s", d)
+		}
+
+		// Once AtLeast has passed, the next firing runs it again, with a
+		// larger token.
+		short := jobguard.Job{Name: locktest.Key(t) + "/short", AtMost: time.Minute, AtLeast: 200 * time.Millisecond}
+		var first, second int64
+		if ran, err := a.Run(ctx, short, func(ctx context.Context) error {
+			first, _ = sqllock.TokenFrom(ctx)
+			return nil
+		}); !ran || err != nil {
+			t.Fatalf("Run = %v, %v", ran, err)
+		}
+		eventually(t, "the job to run again after AtLeast", func() bool {
+			ran, err := b.Run(ctx, short, func(ctx context.Context) error {
+				second, _ = sqllock.TokenFrom(ctx)
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ran
+		})
+		if first <= 0 || second <= first {
+			t.Fatalf("tokens %d then %d; want increasing", first, second)
+		}
+	})
+}
+
+func TestHoldAtMost(t *testing.T) {
+	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
+		ctx, table := ctxT(t), jobTable(t, db)
+		a, b := newGuard(t, db, table), newGuard(t, db, table)
+		job := jobguard.Job{Name: locktest.Key(t), AtMost: 500 * time.Millisecond}
+
+		// A runner that never releases (crashed) frees the job at AtMost.
+		crashed, err := a.TryAcquire(ctx, job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.TryAcquire(ctx, job); !errors.Is(err, sqllock.ErrNotAcquired) {
+			t.Fatalf("TryAcquire while held = %v, want ErrNotAcquired", err)
+		}
+		select {
+		case <-crashed.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatal("Done() not closed after AtMost")
+		}
+		if !errors.Is(crashed.Err(), sqllock.ErrLockLost) {
+			t.Fatalf("Err() after AtMost = %v, want ErrLockLost", crashed.Err())
+		}
+		var next *jobguard.Lease
+		eventually(t, "another replica to take the job after AtMost", func() bool {
+			next, err = b.TryAcquire(ctx, job)
+			if err != nil && !errors.Is(err, sqllock.ErrNotAcquired) {
+				t.Fatal(err)
+			}
+			return err == nil
+		})
+		if next.Token() <= crashed.Token() {
+			t.Errorf("token %d after a crashed run's %d; want larger", next.Token(), crashed.Token())
+		}
+		// The stale runner's release must not free its successor's job.
+		if err := crashed.Release(ctx); !errors.Is(err, sqllock.ErrLockLost) {
+			t.Errorf("stale Release = %v, want ErrLockLost", err)
+		}
+		if _, err := a.TryAcquire(ctx, job); !errors.Is(err, sqllock.ErrNotAcquired) {
+			t.Fatalf("after a stale Release the job is free again (%v); it must stay with its new runner", err)
+		}
+		if err := next.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := next.Release(ctx); !errors.Is(err, sqllock.ErrReleased) {
+			t.Errorf("second Release = %v, want ErrReleased", err)
+		}
+	})
+}
+
+func TestRunCancelledBeforeAtMost(t *testing.T) {
+	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
+		ctx, table := ctxT(t), jobTable(t, db)
+		g := newGuard(t, db, table)
+		job := jobguard.Job{Name: locktest.Key(t), AtMost: 300 * time.Millisecond}
+		var cause error
+		ran, err := g.Run(ctx, job, func(ctx context.Context) error {
+			select {
+			case <-ctx.Done():
+				cause = context.Cause(ctx)
+				return ctx.Err()
+			case <-time.After(20 * time.Second):
+				return errors.New("the job's context outlived its hold-at-most")
+			}
+		})
+		if !ran {
+			t.Fatal("the job did not run")
+		}
+		if !errors.Is(cause, sqllock.ErrLockLost) || !errors.Is(err, sqllock.ErrLockLost) {
+			t.Fatalf("cause %v, Run error %v; want both to match ErrLockLost", cause, err)
+		}
+	})
+}
+
+func TestUnlock(t *testing.T) {
+	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
+		ctx, table := ctxT(t), jobTable(t, db)
+		a, op := newGuard(t, db, table), newGuard(t, db, table)
+		job := jobguard.Job{Name: locktest.Key(t), AtMost: time.Minute}
+		held, err := a.TryAcquire(ctx, job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := op.Unlock(ctx, job.Name); !ok || err != nil {
+			t.Fatalf("Unlock = %v, %v; want true", ok, err)
+		}
+		if ok, err := op.Unlock(ctx, job.Name); ok || err != nil {
+			t.Fatalf("second Unlock = %v, %v; want false", ok, err)
+		}
+		again, err := op.TryAcquire(ctx, job)
+		if err != nil {
+			t.Fatalf("TryAcquire after Unlock: %v", err)
+		}
+		if err := held.Release(ctx); !errors.Is(err, sqllock.ErrLockLost) {
+			t.Errorf("Release after Unlock = %v, want ErrLockLost", err)
+		}
+		if err := again.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestInvalidJob(t *testing.T) {
+	db := testdb.Open(t, sqllock.SQLite)
+	ctx, table := ctxT(t), jobTable(t, db)
+	g := newGuard(t, db, table)
+	noop := func(context.Context) error { return nil }
+	for _, tc := range []struct {
+		name string
+		job  jobguard.Job
+		want error
+	}{
+		{"empty name", jobguard.Job{AtMost: time.Minute}, sqllock.ErrInvalidKey},
+		{"long name", jobguard.Job{Name: strings.Repeat("j", sqllock.MaxKeyLen+1), AtMost: time.Minute}, sqllock.ErrInvalidKey},
+		{"no AtMost", jobguard.Job{Name: "j"}, sqllock.ErrInvalidOption},
+		{"tiny AtMost", jobguard.Job{Name: "j", AtMost: time.Millisecond}, sqllock.ErrInvalidOption},
+		{"negative AtLeast", jobguard.Job{Name: "j", AtMost: time.Minute, AtLeast: -time.Second}, sqllock.ErrInvalidOption},
+		{"AtLeast above AtMost", jobguard.Job{Name: "j", AtMost: time.Second, AtLeast: time.Minute}, sqllock.ErrInvalidOption},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ran, err := g.Run(ctx, tc.job, noop)
+			if ran || !errors.Is(err, tc.want) {
+				t.Fatalf("Run = %v, %v; want an error matching %v", ran, err, tc.want)
+			}
+		})
+	}
+	if infos, err := g.List(ctx); err != nil || len(infos) != 0 {
+		t.Fatalf("List after invalid jobs = %v, %v; want nothing written", infos, err)
+	}
+	if _, err := jobguard.New(db.DB, db.Dialect, jobguard.WithTable("jobs; DROP TABLE x")); !errors.Is(err, sqllock.ErrInvalidOption) {
+		t.Fatalf("New with a bad table name = %v, want ErrInvalidOption", err)
+	}
+	if _, err := g.Run(ctx, jobguard.Job{Name: "j", AtMost: time.Minute}, nil); !errors.Is(err, sqllock.ErrInvalidOption) {
+		t.Fatalf("Run with a nil function = %v, want ErrInvalidOption", err)
+	}
+}
+
+func TestCancelledContext(t *testing.T) {
+	db := testdb.Open(t, sqllock.SQLite)
+	g := newGuard(t, db, jobTable(t, db))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ran, err := g.Run(ctx, jobguard.Job{Name: "j", AtMost: time.Minute}, func(context.Context) error { return nil })
+	if ran || !errors.Is(err, context.Canceled) || !errors.Is(err, sqllock.ErrNotAcquired) {
+		t.Fatalf("Run with a cancelled context = %v, %v; want an error matching context.Canceled and ErrNotAcquired", ran, err)
+	}
+}
+
+// TestSchemaMatchesMigration keeps Schema and the shipped migrations in step.
+func TestSchemaMatchesMigration(t *testing.T) {
+	for _, d := range testdb.Dialects {
+		path := filepath.Join(d.String(), "00004_jobguard.sql")
+		src, err := migrations.FS.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		up, _, _ := strings.Cut(string(src), "-- +goose Down")
+		want, err := jobguard.Schema(d, jobguard.DefaultTable)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = strings.ReplaceAll(strings.ReplaceAll(want, `"`, ""), "`", "")
+		if got := normalize(up); got != normalize(want) {
+			t.Errorf("%s and Schema differ:\n%s\n---\n%s", path, got, normalize(want))
+		}
+	}
+}
+
+var comment = regexp.MustCompile(`(?m)^\s*--.*$`)
+
+func normalize(s string) string {
+	return strings.Join(strings.Fields(comment.ReplaceAllString(s, "")), " ")
+}
