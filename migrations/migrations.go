@@ -17,6 +17,8 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
+	"time"
 
 	"github.com/pressly/goose/v3"
 
@@ -70,7 +72,15 @@ func Up(ctx context.Context, db *sql.DB, d sqllock.Dialect) error {
 	if err != nil {
 		return fmt.Errorf("migrations: %w", err)
 	}
-	if _, err := p.Up(ctx); err != nil {
+	_, err = p.Up(ctx)
+	// SQLite has no session lock: processes migrating one fresh file at
+	// once collide (SQLITE_BUSY, a version row or table already there).
+	// The loser retries and finds the work done.
+	for attempt := 1; err != nil && d == sqllock.SQLite && attempt < 10 && ctx.Err() == nil; attempt++ {
+		time.Sleep(time.Duration(attempt*10+rand.IntN(20)) * time.Millisecond)
+		_, err = p.Up(ctx)
+	}
+	if err != nil {
 		return fmt.Errorf("migrations: up (%v): %w", d, err)
 	}
 	return nil

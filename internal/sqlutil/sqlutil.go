@@ -44,10 +44,13 @@ func QuoteIdent(d sqllock.Dialect, name string) (string, error) {
 		if len(p) == 0 || len(p) > MaxIdentLen || !identRE.MatchString(p) {
 			return "", fmt.Errorf("%w: identifier %q: want letters, digits and underscores, 1 to %d long, not starting with a digit", sqllock.ErrInvalidOption, name, MaxIdentLen)
 		}
-		if d == sqllock.MySQL {
-			parts[i] = "`" + p + "`"
-		} else {
+		// SQLite takes backticks too: a double-quoted name it cannot
+		// resolve silently becomes a string literal, a backticked one is an
+		// error.
+		if d == sqllock.Postgres {
 			parts[i] = `"` + p + `"`
+		} else {
+			parts[i] = "`" + p + "`"
 		}
 	}
 	return strings.Join(parts, "."), nil

@@ -2,11 +2,14 @@ package testdb
 
 import (
 	"io"
+	"log"
 	"net"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/sqllock/sqllock"
 )
@@ -35,6 +38,9 @@ var hostPort = regexp.MustCompile(`(@tcp\(|@)(127\.0\.0\.1|localhost|\[::1\]|[A-
 func NewProxy(t testing.TB, d sqllock.Dialect) *Proxy {
 	t.Helper()
 	shared := Open(t, d)
+	// The faults are deliberate: keep the MySQL driver's log of every
+	// broken connection out of the test output.
+	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
 	m := hostPort.FindStringSubmatchIndex(shared.DSN)
 	if m == nil {
 		t.Skipf("no host:port in the %v DSN to proxy", d)

@@ -12,15 +12,17 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	_ "github.com/go-sql-driver/mysql" // driver "mysql"
+	"github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib" // driver "pgx"
 	"github.com/ory/dockertest/v3"
 	"github.com/ory/dockertest/v3/docker"
@@ -268,4 +270,60 @@ func startContainer(d sqllock.Dialect) (dsn, why string) {
 		return "", fmt.Sprintf("container for %v never answered: %v", d, err)
 	}
 	return dsn, ""
+}
+
+// Scratch creates a private, empty database on d's server (a new file for
+// SQLite), not migrated, dropped when the test ends: for tests that migrate
+// up and down, or need a database that was never migrated.
+func Scratch(t testing.TB, d sqllock.Dialect) *DB {
+	t.Helper()
+	if d == sqllock.SQLite {
+		s := &DB{Dialect: d, Driver: "sqlite", DSN: SQLiteDSN(filepath.Join(t.TempDir(), "scratch.db"))}
+		return scratchOpen(t, s)
+	}
+	shared := Open(t, d)
+	name := fmt.Sprintf("sqllock_scratch_%d_%d", os.Getpid(), scratchSeq.Add(1))
+	if _, err := shared.Exec("CREATE DATABASE " + name); err != nil {
+		t.Fatal(err)
+	}
+	s := &DB{Dialect: d, Driver: shared.Driver}
+	switch d {
+	case sqllock.Postgres:
+		u, err := url.Parse(shared.DSN)
+		if err != nil || u.Scheme == "" {
+			t.Skipf("the PostgreSQL DSN is not a URL; scratch databases need one")
+		}
+		u.Path = "/" + name
+		s.DSN = u.String()
+	case sqllock.MySQL:
+		cfg, err := mysql.ParseDSN(shared.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.DBName = name
+		s.DSN = cfg.FormatDSN()
+	}
+	t.Cleanup(func() {
+		drop := "DROP DATABASE " + name
+		if d == sqllock.Postgres {
+			drop += " WITH (FORCE)"
+		}
+		if _, err := shared.Exec(drop); err != nil {
+			t.Errorf("drop scratch database %s: %v", name, err)
+		}
+	})
+	return scratchOpen(t, s)
+}
+
+var scratchSeq atomic.Int64
+
+func scratchOpen(t testing.TB, s *DB) *DB {
+	t.Helper()
+	db, err := sql.Open(s.Driver, s.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	s.DB = db
+	return s
 }

@@ -1,0 +1,215 @@
+package tablelock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/locktest"
+	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/migrations"
+	"github.com/sqllock/sqllock/tablelock"
+)
+
+// rowState reads key's row as text, to show that a refused call changed
+// nothing; "" when there is no row.
+func rowState(t testing.TB, db *testdb.DB, table, key string) string {
+	t.Helper()
+	ph := "?"
+	if db.Dialect == sqllock.Postgres {
+		ph = "$1"
+	}
+	var owner, host, holds, token, exp any
+	err := db.QueryRow("SELECT owner, host, hold_count, token, expires_at FROM "+table+" WHERE lock_key = "+ph, key).
+		Scan(&owner, &host, &holds, &token, &exp)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%s|%s|%v|%v|%v", owner, host, holds, token, exp)
+}
+
+func TestBadOptions(t *testing.T) {
+	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
+		for name, opt := range map[string]tablelock.Option{
+			"injected table":   tablelock.WithTable("sqllock_locks; DROP TABLE sqllock_locks"),
+			"quoted table":     tablelock.WithTable(`sqllock_locks"`),
+			"empty table":      tablelock.WithTable(""),
+			"three-part table": tablelock.WithTable("a.b.c"),
+			"zero TTL":         tablelock.WithTTL(0),
+			"negative TTL":     tablelock.WithTTL(-time.Second),
+			"TTL below min":    tablelock.WithTTL(time.Millisecond),
+			"negative renew":   tablelock.WithRenewInterval(-time.Second),
+			"renew past TTL":   tablelock.WithRenewInterval(time.Minute),
+			"negative margin":  tablelock.WithSafetyMargin(-time.Second),
+			"negative backoff": tablelock.WithMaxBackoff(-time.Second),
+		} {
+			l, err := tablelock.New(db.DB, db.Dialect, opt)
+			if !errors.Is(err, sqllock.ErrInvalidOption) {
+				if l != nil {
+					l.Close()
+				}
+				t.Errorf("%s: New = %v, want ErrInvalidOption", name, err)
+			}
+		}
+		if _, err := tablelock.New(nil, db.Dialect); !errors.Is(err, sqllock.ErrInvalidOption) {
+			t.Errorf("nil db: New = %v, want ErrInvalidOption", err)
+		}
+		if _, err := tablelock.New(db.DB, sqllock.Dialect(99)); err == nil {
+			t.Error("unknown dialect accepted")
+		}
+		// The lock table is still there and usable.
+		lease, err := newLocker(t, db).Acquire(context.Background(), locktest.Key(t))
+		if err != nil {
+			t.Fatalf("lock table damaged by a refused option: %v", err)
+		}
+		if err := lease.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// Only the owner releases: another owner, or none, is told ErrNotHeld and
+// the row is left exactly as it was.
+func TestReleaseKeyByOthersChangesNothing(t *testing.T) {
+	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
+		ctx := context.Background()
+		l := newLocker(t, db)
+		key := locktest.Key(t)
+		mine := sqllock.WithOwner(ctx, "owner-mine")
+		lease, err := l.Acquire(mine, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := rowState(t, db, tablelock.DefaultTable, key)
+		for name, c := range map[string]context.Context{
+			"other owner": sqllock.WithOwner(ctx, "owner-theirs"),
+			"no owner":    ctx,
+		} {
+			err := l.ReleaseKey(c, key)
+			if !errors.Is(err, sqllock.ErrNotHeld) || !strings.Contains(err.Error(), key) {
+				t.Errorf("%s: ReleaseKey = %v, want ErrNotHeld naming %q", name, err, key)
+			}
+		}
+		if err := l.ReleaseKey(mine, ""); !errors.Is(err, sqllock.ErrInvalidKey) {
+			t.Errorf("ReleaseKey of an empty key = %v, want ErrInvalidKey", err)
+		}
+		if after := rowState(t, db, tablelock.DefaultTable, key); after != before {
+			t.Fatalf("row changed by refused releases:\n before %s\n after  %s", before, after)
+		}
+		if err := lease.Err(); err != nil {
+			t.Fatalf("lease hurt by refused releases: %v", err)
+		}
+		// The owner can release by key, for a process that lost its lease
+		// object; the lease then finds itself gone.
+		if err := l.ReleaseKey(mine, key); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.ReleaseKey(mine, key); !errors.Is(err, sqllock.ErrNotHeld) {
+			t.Errorf("second ReleaseKey = %v, want ErrNotHeld", err)
+		}
+	})
+}
+
+// Schema generates exactly the table the shipped migration creates.
+func TestSchemaMatchesMigration(t *testing.T) {
+	for _, d := range testdb.Dialects {
+		t.Run(d.String(), func(t *testing.T) {
+			ddl, err := tablelock.Schema(d, tablelock.DefaultTable)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir, err := migrations.Dir(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := migrations.FS.ReadFile(dir + "/00001_sqllock.sql")
+			if err != nil {
+				t.Fatal(err)
+			}
+			up, _, _ := strings.Cut(string(b), "-- +goose Down")
+			i := strings.Index(up, "CREATE TABLE "+tablelock.DefaultTable)
+			if i < 0 {
+				t.Fatalf("no CREATE TABLE %s in the migration", tablelock.DefaultTable)
+			}
+			if got, want := normalize(ddl), normalize(up[i:]); got != want {
+				t.Fatalf("Schema differs from the migration:\n got  %s\n want %s", got, want)
+			}
+		})
+	}
+	if _, err := tablelock.Schema(sqllock.Postgres, "bad name"); !errors.Is(err, sqllock.ErrInvalidOption) {
+		t.Errorf("Schema with a bad name = %v", err)
+	}
+}
+
+var (
+	space  = regexp.MustCompile(`\s+`)
+	quotes = strings.NewReplacer(`"`, "", "`", "")
+)
+
+func normalize(s string) string {
+	return strings.TrimSpace(space.ReplaceAllString(quotes.Replace(s), " "))
+}
+
+// A table made by CreateTable under another name serves a Locker, and its
+// locks stay in that table.
+func TestWithTable(t *testing.T) {
+	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
+		ctx := context.Background()
+		table := fmt.Sprintf("tl_custom_%d", os.Getpid())
+		db.Exec("DROP TABLE IF EXISTS " + table)
+		if err := tablelock.CreateTable(ctx, db.DB, db.Dialect, table); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Exec("DROP TABLE " + table) })
+		a := newLocker(t, db, tablelock.WithTable(table))
+		b := newLocker(t, db, tablelock.WithTable(table))
+		other := newLocker(t, db)
+		key := locktest.Key(t)
+		lease, err := a.Acquire(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.TryAcquire(ctx, key); !errors.Is(err, sqllock.ErrNotAcquired) {
+			t.Fatalf("second locker on the custom table: %v, want ErrNotAcquired", err)
+		}
+		if rowState(t, db, table, key) == "" {
+			t.Fatalf("no row for %q in %s", key, table)
+		}
+		// The default table is a different lock space.
+		ol, err := other.TryAcquire(ctx, key)
+		if err != nil {
+			t.Fatalf("default table refused a key held only in %s: %v", table, err)
+		}
+		if ol.Token() <= lease.Token() {
+			t.Errorf("tokens from one sequence: %d then %d", lease.Token(), ol.Token())
+		}
+		for _, x := range []sqllock.Lease{lease, ol} {
+			if err := x.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+// On PostgreSQL, asynchronous commit keeps every guarantee the suite checks
+// while the server runs (a crash may lose a release, delaying the key by at
+// most a TTL, never granting it twice).
+func TestConformanceAsyncCommit(t *testing.T) {
+	db := testdb.Open(t, sqllock.Postgres)
+	locktest.Run(t, locktest.Target{
+		DB: db,
+		New: func(t testing.TB) sqllock.Locker {
+			return newLocker(t, db, tablelock.WithTTL(900*time.Millisecond), tablelock.WithAsyncCommit(true))
+		},
+		Steal:      func(t testing.TB, l sqllock.Lease) { deleteRow(t, db, l.Key()) },
+		LossWithin: 2 * time.Second,
+		Reentrant:  true,
+		Exclusive:  true,
+	})
+}
