@@ -23,10 +23,12 @@ type Execer interface {
 }
 
 // Querier reads and writes. *sql.DB, *sql.Tx, *sql.Conn, *sqlx.DB, *sqlx.Tx
-// and *sqlx.Conn all satisfy it.
+// and *sqlx.Conn all satisfy it. It asks for QueryContext rather than
+// QueryRowContext because sqlx's StructScan needs the result's column names,
+// which *sql.Row does not expose.
 type Querier interface {
 	Execer
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
 // Table describes a table whose rows carry an integer version column. It
@@ -37,8 +39,7 @@ type Table struct {
 	name, id, version string   // as given, for errors
 	qName, qID, qVer  string   // quoted
 	updates           sync.Map // column list -> UPDATE text
-	selects           sync.Map // reflect.Type -> SELECT text
-	mappings          sync.Map // reflect.Type -> *mapping or error
+	mappings          sync.Map // mappingKey -> *mapping or error
 	stmts             stmtCache
 	localQueue        bool
 	gates             [64]chan struct{} // Modify's in-process queues, by hash of the key
@@ -87,7 +88,7 @@ func NewTable(d sqllock.Dialect, table, idColumn, versionColumn string, opts ...
 		t.gates[i] = make(chan struct{}, 1)
 	}
 	var err error
-	if t.qName, err = quoteIdent(d, table); err != nil {
+	if t.qName, err = sqlutil.QuoteIdent(d, table); err != nil {
 		return nil, fmt.Errorf("optimistic: table: %w", err)
 	}
 	if t.qID, err = quoteColumn(d, idColumn); err != nil {
@@ -102,7 +103,10 @@ func NewTable(d sqllock.Dialect, table, idColumn, versionColumn string, opts ...
 	return t, nil
 }
 
-// quoteColumn quotes a bare column name: no schema dot allowed.
+// quoteColumn quotes a bare column name: no schema dot allowed. On SQLite
+// the quotes are backticks: SQLite reads a double-quoted name that matches
+// no column as a string literal, so a misspelt version column would compare
+// a constant and report a conflict forever instead of failing.
 func quoteColumn(d sqllock.Dialect, name string) (string, error) {
 	if name == "" {
 		return "", fmt.Errorf("%w: empty column name", sqllock.ErrInvalidOption)
@@ -110,23 +114,12 @@ func quoteColumn(d sqllock.Dialect, name string) (string, error) {
 	if strings.Contains(name, ".") {
 		return "", fmt.Errorf("%w: column %q must not be qualified", sqllock.ErrInvalidOption, name)
 	}
-	return quoteIdent(d, name)
+	return sqlutil.QuoteIdent(d, name)
 }
 
-// quoteIdent is sqlutil.QuoteIdent, with backticks on SQLite: SQLite reads
-// a double-quoted name that matches no column as a string literal, so a
-// misspelt version column would compare a constant and report a conflict
-// forever instead of failing. Backticks have no such fallback.
-func quoteIdent(d sqllock.Dialect, name string) (string, error) {
-	q, err := sqlutil.QuoteIdent(d, name)
-	if err != nil || d != sqllock.SQLite {
-		return q, err
-	}
-	return strings.ReplaceAll(q, `"`, "`"), nil
-}
-
-// Close closes the statements t prepared on *sql.DB handles. It never
-// closes a handle. A Table is usable after Close; it prepares again.
+// Close closes the statements t prepared on *sql.DB and *sqlx.DB handles.
+// It never closes a handle. A Table is usable after Close; it prepares
+// again.
 func (t *Table) Close() error {
 	t.stmts.close()
 	return nil
@@ -139,8 +132,13 @@ func (t *Table) Name() string { return t.name }
 // columns, so a missing version column is reported before any write.
 func (t *Table) Check(ctx context.Context, db Querier) error {
 	q := "SELECT " + t.qID + ", " + t.qVer + " FROM " + t.qName + " WHERE 1 = 0"
-	err := db.QueryRowContext(ctx, q).Scan(new(any), new(any))
-	if err == nil || errors.Is(err, sql.ErrNoRows) {
+	rows, err := db.QueryContext(ctx, q)
+	if err == nil {
+		for rows.Next() {
+		}
+		err = errors.Join(rows.Err(), rows.Close())
+	}
+	if err == nil {
 		return nil
 	}
 	return fmt.Errorf("optimistic: table %s must have key column %q and integer version column %q: %w", t.name, t.id, t.version, err)
@@ -158,8 +156,8 @@ type Set struct {
 // someone else wrote first (or the row is gone). Columns are validated and
 // quoted; the key and version columns cannot be assigned.
 //
-// On a *sql.DB the statement is prepared once per Table and connection, so
-// MySQL does not pay a server-side prepare on every call.
+// On a *sql.DB or *sqlx.DB the statement is prepared once per Table and
+// connection, so MySQL does not pay a server-side prepare on every call.
 func (t *Table) Update(ctx context.Context, db Execer, id any, version int64, sets ...Set) (int64, error) {
 	if len(sets) == 0 {
 		return 0, fmt.Errorf("optimistic: update %s %v: %w: nothing to set", t.name, id, sqllock.ErrInvalidOption)

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/sqlutil"
 )
 
 // ErrSoldOut: every stripe of a counter's item is at zero.
@@ -46,7 +47,7 @@ type counterQueries struct {
 // CounterSchema returns the CREATE TABLE statement for a Counter's table in
 // dialect d: columns item, stripe and qty, keyed by (item, stripe).
 func CounterSchema(d sqllock.Dialect, table string) (string, error) {
-	t, err := quoteIdent(d, table)
+	t, err := sqlutil.QuoteIdent(d, table)
 	if err != nil {
 		return "", fmt.Errorf("optimistic: counter table: %w", err)
 	}
@@ -71,7 +72,7 @@ func NewCounter(db *sql.DB, d sqllock.Dialect, table string, stripes int) (*Coun
 	if stripes < 1 || stripes > MaxStripes {
 		return nil, fmt.Errorf("optimistic: counter %s: %w: %d stripes, want 1 to %d", table, sqllock.ErrInvalidOption, stripes, MaxStripes)
 	}
-	t, err := quoteIdent(d, table)
+	t, err := sqlutil.QuoteIdent(d, table)
 	if err != nil {
 		return nil, fmt.Errorf("optimistic: counter table: %w", err)
 	}

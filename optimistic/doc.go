@@ -22,11 +22,13 @@
 //
 // [Load], [Store] and [Modify] are the typed helpers: read a row into a
 // struct, let the caller change it, write it back with the version check,
-// retry on conflict. Structs map to columns as sqlx maps them (the `db` tag,
-// else the lower-cased field name, embedded structs flattened), so a struct
-// already used with sqlx works unchanged; the helpers need only
-// QueryRowContext and ExecContext, so they take *sqlx.DB and *sqlx.Tx as
-// well as database/sql handles without importing sqlx.
+// retry on conflict. Structs map to columns through sqlx's own mapper
+// (github.com/jmoiron/sqlx/reflectx: the `db` tag, else the lower-cased
+// field name, embedded structs flattened; a *sqlx.DB, *sqlx.Tx or
+// *sqlx.Conn brings its own mapper) and rows are read with sqlx's
+// StructScan, so a struct already used with sqlx works unchanged. The
+// helpers need only QueryContext and ExecContext, so they take *sql.DB,
+// *sql.Tx and *sql.Conn as well as the sqlx handles.
 //
 // # When optimistic beats rowlock, and when it collapses
 //

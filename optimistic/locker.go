@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/sqlutil"
 )
 
 var _ sqllock.Locker = (*Locker)(nil)
@@ -66,7 +67,7 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
 			return nil, fmt.Errorf("optimistic: %w", err)
 		}
 	}
-	t, err := quoteIdent(d, cfg.table)
+	t, err := sqlutil.QuoteIdent(d, cfg.table)
 	if err != nil {
 		return nil, fmt.Errorf("optimistic: table: %w", err)
 	}

@@ -4,13 +4,15 @@ import (
 	"context"
 	"database/sql"
 	"sync"
+
+	"github.com/jmoiron/sqlx"
 )
 
-// stmtCache prepares each statement once per *sql.DB; database/sql then
-// prepares it once per pooled connection, so MySQL does not pay a
-// server-side prepare on every call. Other handles (transactions, pinned
-// connections, sqlx wrappers) run the text directly: their statements die
-// with them.
+// stmtCache prepares each statement once per *sql.DB (a *sqlx.DB counts as
+// the *sql.DB it wraps); database/sql then prepares it once per pooled
+// connection, so MySQL does not pay a server-side prepare on every call.
+// Other handles (transactions, pinned connections) run the text directly:
+// their statements die with them.
 type stmtCache struct {
 	mu sync.Mutex
 	m  map[stmtKey]*sql.Stmt
@@ -39,8 +41,19 @@ func (c *stmtCache) get(ctx context.Context, db *sql.DB, q string) (*sql.Stmt, e
 	return st, nil
 }
 
+// pool is the *sql.DB behind a pool handle, or nil.
+func pool(e any) *sql.DB {
+	switch db := e.(type) {
+	case *sql.DB:
+		return db
+	case *sqlx.DB:
+		return db.DB
+	}
+	return nil
+}
+
 func (c *stmtCache) exec(ctx context.Context, e Execer, q string, args ...any) (sql.Result, error) {
-	if db, ok := e.(*sql.DB); ok {
+	if db := pool(e); db != nil {
 		st, err := c.get(ctx, db, q)
 		if err != nil {
 			return nil, err
@@ -50,13 +63,22 @@ func (c *stmtCache) exec(ctx context.Context, e Execer, q string, args ...any) (
 	return e.ExecContext(ctx, q, args...)
 }
 
-func (c *stmtCache) queryRow(ctx context.Context, e Querier, q string, args ...any) *sql.Row {
-	if db, ok := e.(*sql.DB); ok {
-		if st, err := c.get(ctx, db, q); err == nil {
-			return st.QueryRowContext(ctx, args...)
+func (c *stmtCache) query(ctx context.Context, e Querier, q string, args ...any) (*sql.Rows, error) {
+	if db := pool(e); db != nil {
+		st, err := c.get(ctx, db, q)
+		if err != nil {
+			return nil, err
 		}
+		return st.QueryContext(ctx, args...)
 	}
-	return e.QueryRowContext(ctx, q, args...)
+	return e.QueryContext(ctx, q, args...)
+}
+
+func (c *stmtCache) queryRow(ctx context.Context, db *sql.DB, q string, args ...any) *sql.Row {
+	if st, err := c.get(ctx, db, q); err == nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return db.QueryRowContext(ctx, q, args...)
 }
 
 // close closes every prepared statement.

@@ -2,40 +2,33 @@ package optimistic
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"reflect"
 	"strings"
 
+	"github.com/jmoiron/sqlx"
+	"github.com/jmoiron/sqlx/reflectx"
+
 	"github.com/sqllock/sqllock"
 )
 
-// Load reads the row of t whose key is id into a T, a struct whose fields
-// map to columns as sqlx maps them: the `db` tag, or else the field name in
-// lower case; `db:"-"` skips a field and embedded structs are flattened. T
-// must have fields for the key and the version column. A missing row is an
-// error matching [database/sql.ErrNoRows].
+// Load reads the row of t whose key is id into a T, a struct mapped to
+// columns by sqlx's mapper: the one of db when db is a *sqlx.DB, *sqlx.Tx or
+// *sqlx.Conn, else sqlx's default (the `db` tag, or else the field name in
+// lower case; `db:"-"` skips a field; embedded structs and pointers to
+// structs are flattened). The row is scanned with sqlx's StructScan. T must
+// have fields for the key and the version column; every other mapped field
+// must be a column of t. A missing row is an error matching
+// [database/sql.ErrNoRows].
 func Load[T any](ctx context.Context, db Querier, t *Table, id any) (T, error) {
 	var v T
-	m, err := mappingOf[T](t)
+	m, err := mappingOf[T](t, db)
 	if err != nil {
 		return v, fmt.Errorf("optimistic: load %s %v: %w", t.name, id, err)
 	}
-	q, _ := t.selects.Load(m.typ)
-	if q == nil {
-		cols := make([]string, len(m.fields))
-		for i, f := range m.fields {
-			cols[i] = f.quoted
-		}
-		q = "SELECT " + strings.Join(cols, ", ") + " FROM " + t.qName + " WHERE " + t.qID + " = " + t.ph(1)
-		t.selects.Store(m.typ, q)
-	}
-	rv := reflect.ValueOf(&v).Elem()
-	dest := make([]any, len(m.fields))
-	for i, f := range m.fields {
-		dest[i] = rv.FieldByIndex(f.index).Addr().Interface()
-	}
-	if err := t.stmts.queryRow(ctx, db, q.(string), id).Scan(dest...); err != nil {
+	if err := t.load(ctx, db, m, id, &v); err != nil {
 		var zero T
 		return zero, fmt.Errorf("optimistic: load %s %v: %w", t.name, id, err)
 	}
@@ -47,29 +40,14 @@ func Load[T any](ctx context.Context, db Querier, t *Table, id any) (T, error) {
 // that field to the new version. A moved version is an error matching
 // sqllock.ErrConflict, and *v is left as it was.
 func Store[T any](ctx context.Context, db Execer, t *Table, v *T) error {
-	m, err := mappingOf[T](t)
+	m, err := mappingOf[T](t, db)
 	if err != nil {
 		return fmt.Errorf("optimistic: store %s: %w", t.name, err)
 	}
 	if v == nil {
 		return fmt.Errorf("optimistic: store %s: %w: nil value", t.name, sqllock.ErrInvalidOption)
 	}
-	rv := reflect.ValueOf(v).Elem()
-	id := rv.FieldByIndex(m.fields[m.id].index).Interface()
-	verField := rv.FieldByIndex(m.fields[m.ver].index)
-	version := verField.Int()
-	sets := make([]Set, 0, len(m.fields)-2)
-	for i, f := range m.fields {
-		if i != m.id && i != m.ver {
-			sets = append(sets, Set{Column: f.column, Value: rv.FieldByIndex(f.index).Interface()})
-		}
-	}
-	next, err := t.Update(ctx, db, id, version, sets...)
-	if err != nil {
-		return err
-	}
-	verField.SetInt(next)
-	return nil
+	return t.store(ctx, db, m, reflect.ValueOf(v).Elem())
 }
 
 // Modify is read, change, compare-and-swap, retried on conflict: it loads
@@ -88,11 +66,12 @@ func Modify[T any](ctx context.Context, db Querier, t *Table, id any, p Policy, 
 	if fn == nil {
 		return out, fmt.Errorf("optimistic: modify %s %v: %w: nil function", t.name, id, sqllock.ErrInvalidOption)
 	}
-	if _, err := mappingOf[T](t); err != nil {
+	m, err := mappingOf[T](t, db)
+	if err != nil {
 		return out, fmt.Errorf("optimistic: modify %s %v: %w", t.name, id, err)
 	}
 	gate := t.gate(db, id)
-	err := Retry(ctx, p, func(ctx context.Context) error {
+	err = Retry(ctx, p, func(ctx context.Context) error {
 		if gate != nil {
 			select {
 			case gate <- struct{}{}:
@@ -101,14 +80,14 @@ func Modify[T any](ctx context.Context, db Querier, t *Table, id any, p Policy, 
 				return Stop(ctx.Err())
 			}
 		}
-		v, err := Load[T](ctx, db, t, id)
-		if err != nil {
-			return Stop(err)
+		var v T
+		if err := t.load(ctx, db, m, id, &v); err != nil {
+			return Stop(fmt.Errorf("optimistic: load %s %v: %w", t.name, id, err))
 		}
 		if err := fn(&v); err != nil {
 			return Stop(err)
 		}
-		if err := Store(ctx, db, t, &v); err != nil {
+		if err := t.store(ctx, db, m, reflect.ValueOf(&v).Elem()); err != nil {
 			if errors.Is(err, sqllock.ErrConflict) {
 				return err
 			}
@@ -120,89 +99,177 @@ func Modify[T any](ctx context.Context, db Querier, t *Table, id any, p Policy, 
 	return out, err
 }
 
-// mapping lists the columns of a struct type, in field order.
+// load reads the row into dest, a pointer to m's struct type, with sqlx's
+// StructScan. The columns are aliased to their mapped names: SQLite does not
+// promise the name of an unaliased result column.
+func (t *Table) load(ctx context.Context, db Querier, m *mapping, id, dest any) error {
+	rows, err := t.stmts.query(ctx, db, m.query, id)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	r := &sqlx.Rows{Rows: rows, Mapper: m.mapper}
+	if !r.Next() {
+		if err := r.Err(); err != nil {
+			return err
+		}
+		return sql.ErrNoRows
+	}
+	if err := r.StructScan(dest); err != nil {
+		return err
+	}
+	return rows.Close()
+}
+
+// store writes rv, an addressable struct of m's type, with the version
+// check and sets its version field to the new version.
+func (t *Table) store(ctx context.Context, db Execer, m *mapping, rv reflect.Value) error {
+	value := func(c column) (reflect.Value, error) {
+		// reflectx.FieldByIndexesReadOnly would panic on a nil embedded
+		// pointer, and FieldByIndexes would change *v before the write.
+		v := rv
+		for _, i := range c.index {
+			if v.Kind() == reflect.Pointer {
+				if v.IsNil() {
+					return v, fmt.Errorf("optimistic: store %s: %w: column %q is in a nil embedded %v", t.name, sqllock.ErrInvalidOption, c.name, v.Type())
+				}
+				v = v.Elem()
+			}
+			v = v.Field(i)
+		}
+		return v, nil
+	}
+	idv, err := value(m.columns[m.id])
+	if err != nil {
+		return err
+	}
+	verv, err := value(m.columns[m.ver])
+	if err != nil {
+		return err
+	}
+	sets := make([]Set, 0, len(m.columns)-2)
+	for i, c := range m.columns {
+		if i == m.id || i == m.ver {
+			continue
+		}
+		v, err := value(c)
+		if err != nil {
+			return err
+		}
+		sets = append(sets, Set{Column: c.name, Value: v.Interface()})
+	}
+	next, err := t.Update(ctx, db, idv.Interface(), verv.Int(), sets...)
+	if err != nil {
+		return err
+	}
+	verv.SetInt(next)
+	return nil
+}
+
+// mapping is a struct type's columns as sqlx's mapper names them, and the
+// SELECT that reads them.
 type mapping struct {
-	typ     reflect.Type
-	fields  []field
-	id, ver int // indexes into fields
+	mapper  *reflectx.Mapper
+	columns []column
+	id, ver int // indexes into columns
+	query   string
 }
 
-type field struct {
-	column, quoted string
-	index          []int
+type column struct {
+	name  string // the mapper's path: the column and its alias
+	index []int  // field traversal
 }
 
-func mappingOf[T any](t *Table) (*mapping, error) {
-	typ := reflect.TypeFor[T]()
-	if m, ok := t.mappings.Load(typ); ok {
+type mappingKey struct {
+	mapper *reflectx.Mapper
+	typ    reflect.Type
+}
+
+// mapperOf is the mapper sqlx itself would use with db.
+func mapperOf(db any) *reflectx.Mapper {
+	var m *reflectx.Mapper
+	switch x := db.(type) {
+	case *sqlx.DB:
+		m = x.Mapper
+	case *sqlx.Tx:
+		m = x.Mapper
+	case *sqlx.Conn:
+		m = x.Mapper
+	}
+	if m == nil {
+		// sqlx keeps its default mapper (the `db` tag, else
+		// sqlx.NameMapper of the field name) unexported; NewDb hands it
+		// out and touches no connection.
+		m = sqlx.NewDb(nil, "").Mapper
+	}
+	return m
+}
+
+func mappingOf[T any](t *Table, db any) (*mapping, error) {
+	k := mappingKey{mapperOf(db), reflect.TypeFor[T]()}
+	if m, ok := t.mappings.Load(k); ok {
 		if err, isErr := m.(error); isErr {
 			return nil, err
 		}
 		return m.(*mapping), nil
 	}
-	m, err := buildMapping(typ, t)
+	m, err := buildMapping(k.mapper, k.typ, t)
 	if err != nil {
-		t.mappings.Store(typ, err)
+		t.mappings.Store(k, err)
 		return nil, err
 	}
-	t.mappings.Store(typ, m)
+	t.mappings.Store(k, m)
 	return m, nil
 }
 
-func buildMapping(typ reflect.Type, t *Table) (*mapping, error) {
+// buildMapping takes the fields sqlx's mapper would scan a column into:
+// every mapped field reached through embedded structs only (a struct-valued
+// field such as a time.Time or sql.NullString is one column), the one sqlx
+// picks where a name is mapped twice.
+func buildMapping(mp *reflectx.Mapper, typ reflect.Type, t *Table) (*mapping, error) {
 	if typ.Kind() != reflect.Struct {
 		return nil, fmt.Errorf("%w: %v is not a struct", sqllock.ErrInvalidOption, typ)
 	}
-	m := &mapping{typ: typ, id: -1, ver: -1}
+	sm := mp.TypeMap(typ)
+	m := &mapping{mapper: mp, id: -1, ver: -1}
 	seen := map[string]bool{}
-	var walk func(reflect.Type, []int) error
-	walk = func(st reflect.Type, prefix []int) error {
-		for i := range st.NumField() {
-			sf := st.Field(i)
-			index := append(append([]int(nil), prefix...), i)
-			tag, _, _ := strings.Cut(sf.Tag.Get("db"), ",")
-			if tag == "-" {
-				continue
-			}
-			if sf.Anonymous && tag == "" && sf.Type.Kind() == reflect.Struct {
-				if err := walk(sf.Type, index); err != nil {
-					return err
-				}
-				continue
-			}
-			if !sf.IsExported() {
-				continue
-			}
-			col := tag
-			if col == "" {
-				col = strings.ToLower(sf.Name)
-			}
-			lc := strings.ToLower(col)
-			if seen[lc] {
-				return fmt.Errorf("%w: %v maps column %q twice", sqllock.ErrInvalidOption, typ, col)
-			}
-			seen[lc] = true
-			q, err := quoteColumn(t.d, col)
-			if err != nil {
-				return fmt.Errorf("%v field %s: %w", typ, sf.Name, err)
-			}
-			switch lc {
-			case strings.ToLower(t.id):
-				m.id = len(m.fields)
-			case strings.ToLower(t.version):
-				switch sf.Type.Kind() {
-				case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-				default:
-					return fmt.Errorf("%w: %v field %s for version column %q must be a signed integer, not %v", sqllock.ErrInvalidOption, typ, sf.Name, t.version, sf.Type)
-				}
-				m.ver = len(m.fields)
-			}
-			m.fields = append(m.fields, field{column: col, quoted: q, index: index})
+	var sel []string
+fields:
+	for _, fi := range sm.Index {
+		ft := reflectx.Deref(fi.Field.Type)
+		if sm.Paths[fi.Path] != fi || fi.Embedded && ft.Kind() == reflect.Struct || !fi.Field.IsExported() {
+			continue
 		}
-		return nil
-	}
-	if err := walk(typ, nil); err != nil {
-		return nil, err
+		for p := fi.Parent; p != nil && p != sm.Tree; p = p.Parent {
+			if !p.Embedded {
+				continue fields // part of a struct-valued column
+			}
+			if p.Field.Type.Kind() == reflect.Pointer && !p.Field.IsExported() {
+				return nil, fmt.Errorf("%w: %v field %s: a nil embedded pointer to an unexported type cannot be set", sqllock.ErrInvalidOption, typ, p.Field.Name)
+			}
+		}
+		lc := strings.ToLower(fi.Path)
+		if seen[lc] {
+			return nil, fmt.Errorf("%w: %v maps column %q twice", sqllock.ErrInvalidOption, typ, fi.Path)
+		}
+		seen[lc] = true
+		q, err := quoteColumn(t.d, fi.Path)
+		if err != nil {
+			return nil, fmt.Errorf("%v field %s: %w", typ, fi.Field.Name, err)
+		}
+		switch lc {
+		case strings.ToLower(t.id):
+			m.id = len(m.columns)
+		case strings.ToLower(t.version):
+			switch fi.Field.Type.Kind() {
+			case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			default:
+				return nil, fmt.Errorf("%w: %v field %s for version column %q must be a signed integer, not %v", sqllock.ErrInvalidOption, typ, fi.Field.Name, t.version, fi.Field.Type)
+			}
+			m.ver = len(m.columns)
+		}
+		m.columns = append(m.columns, column{name: fi.Path, index: fi.Index})
+		sel = append(sel, q+" AS "+q)
 	}
 	if m.id < 0 {
 		return nil, fmt.Errorf("%w: %v has no field for key column %q", sqllock.ErrInvalidOption, typ, t.id)
@@ -210,8 +277,9 @@ func buildMapping(typ reflect.Type, t *Table) (*mapping, error) {
 	if m.ver < 0 {
 		return nil, fmt.Errorf("%w: %v has no field for version column %q", sqllock.ErrInvalidOption, typ, t.version)
 	}
-	if len(m.fields) < 3 {
+	if len(m.columns) < 3 {
 		return nil, fmt.Errorf("%w: %v maps only the key and version columns: nothing to update", sqllock.ErrInvalidOption, typ)
 	}
+	m.query = "SELECT " + strings.Join(sel, ", ") + " FROM " + t.qName + " WHERE " + t.qID + " = " + t.ph(1)
 	return m, nil
 }
