@@ -26,6 +26,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // driver "pgx"
 	"github.com/ory/dockertest/v3"
 	"github.com/ory/dockertest/v3/docker"
+	"go.uber.org/goleak"
 	_ "modernc.org/sqlite" // driver "sqlite"
 
 	"github.com/sqllock/sqllock"
@@ -326,4 +327,16 @@ func scratchOpen(t testing.TB, s *DB) *DB {
 	t.Cleanup(func() { db.Close() })
 	s.DB = db
 	return s
+}
+
+// VerifyNoLeaks runs the package's tests, then fails the run if a goroutine
+// outlives them (a renewal loop, a listener, a monitor that did not stop).
+// The shared database handles stay open on purpose: their pool goroutines
+// are not leaks.
+func VerifyNoLeaks(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"),
+		goleak.IgnoreAnyFunction("github.com/go-sql-driver/mysql.(*mysqlConn).startWatcher.func1"),
+		goleak.IgnoreAnyFunction("github.com/jackc/pgx/v5/internal/bgreader.(*BGReader).bgRead"),
+	)
 }
