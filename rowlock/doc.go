@@ -46,10 +46,13 @@
 // # Loss
 //
 // One goroutine per Locker checks, once per [WithCheckInterval] (1s by
-// default), all its held leases in one query: the session ids recorded at
-// acquisition against pg_stat_activity (which also shows whether the
-// transaction is still open) or information_schema.PROCESSLIST. A lease
-// whose session is gone closes [Lease.Done] and reports sqllock.ErrLockLost
+// default), all its held leases in one query. A session id alone would not
+// do, since ids are reused (MariaDB starts again from 1 after a restart):
+// on PostgreSQL each lease's pid and transaction id are looked up in
+// pg_stat_activity, on MariaDB its connection id in
+// information_schema.PROCESSLIST together with the server's start time,
+// which a restart changes. A lease whose session (or, on PostgreSQL,
+// transaction) is gone closes [Lease.Done] and reports sqllock.ErrLockLost
 // within about one interval, at a cost of one query per interval per Locker
 // whatever the number of leases. The promise that protects the resource is
 // the fence (and the transaction itself), not the notice: another holder

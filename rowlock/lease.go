@@ -22,6 +22,10 @@ type Lease struct {
 	key     string
 	token   int64
 	session int64 // pg_backend_pid() or CONNECTION_ID() of the holding session
+	// life tells this hold from others under the same session id (pids and
+	// MariaDB connection ids are reused): the transaction's xid on
+	// PostgreSQL, the server's start on MariaDB. See monitor.check.
+	life int64
 
 	mu       sync.Mutex
 	done     chan struct{}
@@ -30,8 +34,8 @@ type Lease struct {
 	err      error // why the lease ended
 }
 
-func newLease(l *Locker, p *pinned, key string, token, session int64) *Lease {
-	return &Lease{l: l, p: p, key: key, token: token, session: session, done: make(chan struct{})}
+func newLease(l *Locker, p *pinned, key string, token, session, life int64) *Lease {
+	return &Lease{l: l, p: p, key: key, token: token, session: session, life: life, done: make(chan struct{})}
 }
 
 // Key returns the key held.

@@ -159,12 +159,12 @@ func (l *Locker) attempt(ctx context.Context, key string, wait bool) (s *Lease, 
 		p.close(false)
 		return nil, false, l.failed(ctx, key, err)
 	}
-	var token, session int64
+	var h grant
 	var bad bool
 	if l.dialect == sqllock.Postgres {
-		token, session, retry, bad, err = l.lockPostgres(ctx, p, st, key, wait)
+		h, retry, bad, err = l.lockPostgres(ctx, p, st, key, wait)
 	} else {
-		token, session, retry, bad, err = l.lockMySQL(ctx, p, st, key, wait)
+		h, retry, bad, err = l.lockMySQL(ctx, p, st, key, wait)
 	}
 	if err != nil || retry || ctx.Err() != nil {
 		// A grant that raced a cancel is not reported as held: the caller
@@ -178,8 +178,12 @@ func (l *Locker) attempt(ctx context.Context, key string, wait bool) (s *Lease, 
 		}
 		return nil, false, l.failed(ctx, key, err)
 	}
-	return newLease(l, p, key, token, session), false, nil
+	return newLease(l, p, key, h.token, h.session, h.life), false, nil
 }
+
+// grant is what a lock statement returns: the token and the holder's
+// identity (Lease.session, Lease.life).
+type grant struct{ token, session, life int64 }
 
 // failed classifies an attempt's error: a cancelled context, a refusal, or
 // a database error, each naming the key.
@@ -200,73 +204,73 @@ func cancelled(key string, cause error) error {
 	return errors.Join(fmt.Errorf("rowlock: acquire %q: %w", key, sqllock.ErrNotAcquired), cause)
 }
 
-func (l *Locker) lockPostgres(ctx context.Context, p *pinned, st *stmts, key string, wait bool) (token, pid int64, retry, bad bool, err error) {
+func (l *Locker) lockPostgres(ctx context.Context, p *pinned, st *stmts, key string, wait bool) (h grant, retry, bad bool, err error) {
 	if wait {
 		// A cancelled wait ends on the server too: pgx (like lib/pq) sends
 		// a cancel request when a query's context ends, and the attempt's
 		// connection is then discarded.
-		err = p.tx.StmtContext(ctx, st.lock).QueryRowContext(ctx, key).Scan(&token, &pid)
+		err = p.tx.StmtContext(ctx, st.lock).QueryRowContext(ctx, key).Scan(&h.token, &h.session, &h.life)
 		if ctx.Err() != nil {
-			return 0, 0, false, true, ctx.Err()
+			return grant{}, false, true, ctx.Err()
 		}
-		if err == nil && token == 0 {
+		if err == nil && h.token == 0 {
 			// This transaction created the row, and holds it: draw the token.
-			err = p.tx.StmtContext(ctx, st.stamp).QueryRowContext(ctx, key).Scan(&token)
+			err = p.tx.StmtContext(ctx, st.stamp).QueryRowContext(ctx, key).Scan(&h.token)
 		}
-		return token, pid, false, false, err
+		return h, false, false, err
 	}
-	err = p.tx.StmtContext(ctx, st.tryLock).QueryRowContext(ctx, key).Scan(&token, &pid)
+	err = p.tx.StmtContext(ctx, st.tryLock).QueryRowContext(ctx, key).Scan(&h.token, &h.session, &h.life)
 	switch {
 	case err == nil:
-		return token, pid, false, false, nil
+		return h, false, false, nil
 	case sqlutil.IsLockNotAvailable(err):
-		return 0, 0, false, false, errRefused
+		return grant{}, false, false, errRefused
 	case !errors.Is(err, sql.ErrNoRows):
-		return 0, 0, false, false, err
+		return grant{}, false, false, err
 	}
 	// No committed row: create it in this transaction, waiting only briefly
 	// on another transaction's uncommitted insert of the same key.
 	var prev, set string
 	if err := p.tx.QueryRowContext(ctx, l.q.tryPrepare).Scan(&prev, &set); err != nil {
-		return 0, 0, false, false, err
+		return grant{}, false, false, err
 	}
 	var zero int64
 	err = p.tx.StmtContext(ctx, st.tryInsert).QueryRowContext(ctx, key).Scan(&zero)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return 0, 0, true, false, nil // committed by someone else meanwhile
+		return grant{}, true, false, nil // committed by someone else meanwhile
 	case sqlutil.IsLockNotAvailable(err):
-		return 0, 0, false, false, errRefused
+		return grant{}, false, false, errRefused
 	case err != nil:
-		return 0, 0, false, false, err
+		return grant{}, false, false, err
 	}
-	err = p.tx.StmtContext(ctx, st.stampRestore).QueryRowContext(ctx, key, prev).Scan(&token, &pid, &set)
-	return token, pid, false, false, err
+	err = p.tx.StmtContext(ctx, st.stampRestore).QueryRowContext(ctx, key, prev).Scan(&h.token, &h.session, &h.life, &set)
+	return h, false, false, err
 }
 
-func (l *Locker) lockMySQL(ctx context.Context, p *pinned, st *stmts, key string, wait bool) (token, connID int64, retry, bad bool, err error) {
+func (l *Locker) lockMySQL(ctx context.Context, p *pinned, st *stmts, key string, wait bool) (h grant, retry, bad bool, err error) {
 	if !wait {
-		err = p.tx.StmtContext(ctx, st.lockNoWait).QueryRowContext(ctx, key).Scan(&token, &connID)
+		err = p.tx.StmtContext(ctx, st.lockNoWait).QueryRowContext(ctx, key).Scan(&h.token, &h.session, &h.life)
 		switch {
 		case err == nil:
-			return token, connID, false, false, nil
+			return h, false, false, nil
 		case errors.Is(err, sql.ErrNoRows):
-			return 0, 0, true, false, l.ensureRow(ctx, p, key)
+			return grant{}, true, false, l.ensureRow(ctx, p, key)
 		case sqlutil.IsLockNotAvailable(err):
-			return 0, 0, false, false, errRefused
+			return grant{}, false, false, errRefused
 		}
-		return 0, 0, false, false, err
+		return grant{}, false, false, err
 	}
 	// Wait in the server's queue, in bounded rounds. The driver gives up a
 	// cancelled query by closing its socket, which a session blocked on a
 	// row lock does not notice: kill the session on the server too.
 	self, err := l.connIDs.get(ctx, p)
 	if err != nil {
-		return 0, 0, false, false, err
+		return grant{}, false, false, err
 	}
 	stop := context.AfterFunc(ctx, func() { l.killSession(self) })
 	for {
-		err = p.tx.StmtContext(ctx, st.lockWait).QueryRowContext(ctx, key).Scan(&token, &connID)
+		err = p.tx.StmtContext(ctx, st.lockWait).QueryRowContext(ctx, key).Scan(&h.token, &h.session, &h.life)
 		if err == nil || !sqlutil.IsLockNotAvailable(err) || ctx.Err() != nil {
 			break
 		}
@@ -280,15 +284,15 @@ func (l *Locker) lockMySQL(ctx context.Context, p *pinned, st *stmts, key string
 			go l.killSession(self)
 		}
 		// The kill may be on its way to this session: discard it.
-		return 0, 0, false, true, ctx.Err()
+		return grant{}, false, true, ctx.Err()
 	}
 	switch {
 	case err == nil:
-		return token, connID, false, false, nil
+		return h, false, false, nil
 	case errors.Is(err, sql.ErrNoRows):
-		return 0, 0, true, false, l.ensureRow(ctx, p, key)
+		return grant{}, true, false, l.ensureRow(ctx, p, key)
 	}
-	return 0, 0, false, false, err
+	return grant{}, false, false, err
 }
 
 // connIDs caches the MariaDB connection id of each pooled connection, so a

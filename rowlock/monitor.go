@@ -6,22 +6,23 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sqllock/sqllock"
 )
 
 // monitor notices held leases whose session died (killed, disconnected,
 // server restarted) or whose transaction ended behind the lease's back.
 //
 // One goroutine per Locker runs one query per check interval for all its
-// leases, whatever their number: the session ids recorded at acquisition,
-// looked up in pg_stat_activity (with an open transaction) or in
-// information_schema.PROCESSLIST. Pinging each lease's own transaction
-// instead would cost a query per lease and would collide with the holder's
-// statements on that connection. The goroutine exits when no lease is held.
+// leases, whatever their number (see check). Pinging each lease's own
+// transaction instead would cost a query per lease and would collide with
+// the holder's statements on that connection. The goroutine runs only while
+// a lease is held.
 type monitor struct {
-	l       *Locker
-	mu      sync.Mutex
-	leases  map[*Lease]struct{}
-	running bool
+	l      *Locker
+	mu     sync.Mutex
+	leases map[*Lease]struct{}
+	stop   chan struct{} // of the running goroutine; nil when none runs
 }
 
 func (m *monitor) add(s *Lease) {
@@ -31,26 +32,37 @@ func (m *monitor) add(s *Lease) {
 		m.leases = make(map[*Lease]struct{})
 	}
 	m.leases[s] = struct{}{}
-	if !m.running {
-		m.running = true
-		go m.run()
+	if m.stop == nil {
+		m.stop = make(chan struct{})
+		go m.run(m.stop)
 	}
 }
 
 func (m *monitor) remove(s *Lease) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	delete(m.leases, s)
-	m.mu.Unlock()
+	if len(m.leases) == 0 && m.stop != nil {
+		// Stop now rather than at the next tick, so that a process whose
+		// last lease ended is left with no goroutine of ours.
+		close(m.stop)
+		m.stop = nil
+	}
 }
 
-func (m *monitor) run() {
+func (m *monitor) run(stop chan struct{}) {
 	interval := m.l.cfg.check
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	for range tick.C {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
 		m.mu.Lock()
-		if len(m.leases) == 0 {
-			m.running = false
+		if m.stop != stop {
+			// Stopped while the tick fired; a newer goroutine may run.
 			m.mu.Unlock()
 			return
 		}
@@ -65,34 +77,79 @@ func (m *monitor) run() {
 			m.l.cfg.logger.Info("rowlock: session check failed", "error", err.Error())
 			continue
 		}
-		for _, s := range held {
-			if !alive[s.session] {
+		for i, s := range held {
+			if !alive[i] {
 				s.lose("its database session or transaction ended")
 			}
 		}
 	}
 }
 
-// check returns the session ids among held's that are still alive.
-func (m *monitor) check(held []*Lease, timeout time.Duration) (map[int64]bool, error) {
+// check reports, for each of held, whether its hold is still there, in one
+// query whatever their number.
+//
+// A session id alone does not say so: MariaDB numbers connections from 1
+// again after a restart and PostgreSQL reuses pids, so a dead lease's id
+// may name another live session, often one of this pool's. A lease is
+// alive only while its session id and its life (Lease.life) both match:
+//
+//   - PostgreSQL: pid and transaction id (backend_xid). An xid names one
+//     transaction and xids keep counting across restarts: exact. Not
+//     xact_start, which is NULL under track_activities = off.
+//   - MariaDB: connection id, not reused within one server life, and the
+//     server's start (UNIX_TIMESTAMP() - Uptime, exact as both read the
+//     statement's start) no later than the one recorded at acquisition. A
+//     restarted server started later, barring two starts within one second
+//     or a clock set back. Not INNODB_TRX: it needs the PROCESS privilege
+//     and is a cache refreshed only once left unread for 0.1s, so it can
+//     hide a fresh lease or keep showing a dead one.
+func (m *monitor) check(held []*Lease, timeout time.Duration) ([]bool, error) {
 	ids := make([]string, len(held))
 	for i, s := range held {
 		ids[i] = strconv.FormatInt(s.session, 10)
 	}
+	args := []any{strings.Join(ids, ",")}
+	if m.l.dialect == sqllock.Postgres {
+		xids := make([]string, len(held))
+		for i, s := range held {
+			xids[i] = strconv.FormatInt(s.life, 10)
+		}
+		args = append(args, strings.Join(xids, ","))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), max(timeout, time.Second))
 	defer cancel()
-	rows, err := m.l.db.QueryContext(ctx, m.l.q.alive, strings.Join(ids, ","))
+	rows, err := m.l.db.QueryContext(ctx, m.l.q.alive, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	alive := make(map[int64]bool, len(held))
+	alive := make([]bool, len(held))
+	if m.l.dialect == sqllock.Postgres {
+		for rows.Next() {
+			var i int
+			if err := rows.Scan(&i); err != nil {
+				return nil, err
+			}
+			if i >= 1 && i <= len(held) {
+				alive[i-1] = true // WITH ORDINALITY counts from 1
+			}
+		}
+		return alive, rows.Err()
+	}
+	started := make(map[int64]int64, len(held)) // session id: server start
 	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
+		var id, start int64
+		if err := rows.Scan(&id, &start); err != nil {
 			return nil, err
 		}
-		alive[id] = true
+		started[id] = start
 	}
-	return alive, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for i, s := range held {
+		start, ok := started[s.session]
+		alive[i] = ok && s.life >= start
+	}
+	return alive, nil
 }

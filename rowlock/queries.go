@@ -22,27 +22,38 @@ const pgTryInsertTimeout = "10ms"
 // table name.
 type queries struct {
 	// PostgreSQL. lock takes the row lock, creating the row if needed, and
-	// returns (token, pg_backend_pid()); token is 0 when this transaction
-	// inserted the row, and stamp then issues it. The ON CONFLICT SET list
-	// runs after the row lock is granted, so nextval is drawn while held.
+	// returns (token, pg_backend_pid(), xid); token is 0 when this
+	// transaction inserted the row, and stamp then issues it. The ON
+	// CONFLICT SET list runs after the row lock is granted, so nextval is
+	// drawn while held.
 	lock, stamp string
 	// tryLock is lock with NOWAIT, for an existing row; tryPrepare and
 	// tryInsert create a missing row with a short lock_timeout, which
 	// stampRestore then sets back.
 	tryLock, tryPrepare, tryInsert, stampRestore string
 
-	// MariaDB. lockNoWait and lockWait return (NEXTVAL, CONNECTION_ID());
-	// InnoDB locks the row before the select list is evaluated, so the
-	// token is drawn while held. ensure creates a missing row in its own
-	// autocommit statement without waiting on a held one.
+	// MariaDB. lockNoWait and lockWait return (NEXTVAL, CONNECTION_ID(),
+	// server start); InnoDB locks the row before the select list is
+	// evaluated, so the token is drawn while held. ensure creates a missing
+	// row in its own autocommit statement without waiting on a held one.
 	lockNoWait, lockWait, ensure string
 
-	// alive lists which of a comma-separated set of session ids still hold
-	// an open session (and, on PostgreSQL, an open transaction).
+	// alive finds which held leases are still alive; see monitor.check.
 	alive string
 }
 
 const pgSeq = `nextval('sqllock_fence_seq')`
+
+// pgXid is the lock's transaction id as pg_stat_activity.backend_xid shows
+// it (32 bits); the lock statements write, so it is assigned already.
+const pgXid = `pg_current_xact_id()::xid`
+
+// myStart is when the MariaDB server started, in Unix seconds. UUID_SHORT()
+// is (server_id & 255) << 56 + (start << 24) + a counter: it costs nothing,
+// where reading Uptime in the lock statement would cost a status lookup on
+// every Acquire. The counter carries into the start field only after 2^24
+// calls, which can only raise it.
+const myStart = `(UUID_SHORT() >> 24) & 0xFFFFFFFF`
 
 func buildQueries(d sqllock.Dialect, table string) (queries, error) {
 	if d == sqllock.SQLite {
@@ -57,25 +68,28 @@ func buildQueries(d sqllock.Dialect, table string) (queries, error) {
 	case sqllock.Postgres:
 		q.lock = `INSERT INTO ` + t + ` AS r (lock_key, token) VALUES ($1, 0)
 ON CONFLICT (lock_key) DO UPDATE SET token = ` + pgSeq + `
-RETURNING r.token, pg_backend_pid()`
+RETURNING r.token, pg_backend_pid(), ` + pgXid
 		q.stamp = `UPDATE ` + t + ` SET token = ` + pgSeq + ` WHERE lock_key = $1 RETURNING token`
 		// The sub-select takes the lock NOWAIT before the outer UPDATE
 		// evaluates its SET list.
 		q.tryLock = `UPDATE ` + t + ` SET token = ` + pgSeq + `
 WHERE lock_key = (SELECT lock_key FROM ` + t + ` WHERE lock_key = $1 FOR UPDATE NOWAIT)
-RETURNING token, pg_backend_pid()`
+RETURNING token, pg_backend_pid(), ` + pgXid
 		q.tryPrepare = `SELECT current_setting('lock_timeout'), set_config('lock_timeout', '` + pgTryInsertTimeout + `', true)`
 		q.tryInsert = `INSERT INTO ` + t + ` (lock_key, token) VALUES ($1, 0) ON CONFLICT (lock_key) DO NOTHING RETURNING token`
 		q.stampRestore = `UPDATE ` + t + ` SET token = ` + pgSeq + ` WHERE lock_key = $1
-RETURNING token, pg_backend_pid(), set_config('lock_timeout', $2, true)`
-		q.alive = `SELECT pid FROM pg_stat_activity
-WHERE pid = ANY(string_to_array($1, ',')::int[]) AND backend_xid IS NOT NULL`
+RETURNING token, pg_backend_pid(), ` + pgXid + `, set_config('lock_timeout', $2, true)`
+		q.alive = `SELECT h.i FROM unnest(string_to_array($1, ',')::int[], string_to_array($2, ',')::xid[])
+  WITH ORDINALITY AS h(pid, xid, i)
+JOIN pg_stat_activity a ON a.pid = h.pid AND a.backend_xid = h.xid`
 	case sqllock.MySQL:
-		sel := `SELECT NEXTVAL(sqllock_fence_seq), CONNECTION_ID() FROM ` + t + ` WHERE lock_key = ? FOR UPDATE`
+		sel := `SELECT NEXTVAL(sqllock_fence_seq), CONNECTION_ID(), ` + myStart + ` FROM ` + t + ` WHERE lock_key = ? FOR UPDATE`
 		q.lockNoWait = sel + ` NOWAIT`
 		q.lockWait = sel + fmt.Sprintf(` WAIT %d`, mysqlWaitSeconds)
 		q.ensure = `SET STATEMENT innodb_lock_wait_timeout = 0 FOR INSERT IGNORE INTO ` + t + ` (lock_key) VALUES (?)`
-		q.alive = `SELECT ID FROM information_schema.PROCESSLIST WHERE FIND_IN_SET(ID, ?) > 0`
+		q.alive = `SELECT ID, UNIX_TIMESTAMP() - CAST((SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS
+  WHERE VARIABLE_NAME = 'Uptime') AS SIGNED)
+FROM information_schema.PROCESSLIST WHERE FIND_IN_SET(ID, ?) > 0`
 	default:
 		return queries{}, fmt.Errorf("rowlock: %w: unknown dialect %v", sqllock.ErrInvalidOption, d)
 	}
