@@ -19,20 +19,29 @@ import (
 // benchSide is one measurement of the library or of the raw SQL.
 type benchSide struct {
 	UncontendedPerSec float64 `json:"uncontended_per_sec"`
-	HandoffP50MS      float64 `json:"handoff_p50_ms"`
-	HandoffP99MS      float64 `json:"handoff_p99_ms"`
+	// The handoff figures are absent where nobody waits (optimistic).
+	HandoffP50MS *float64 `json:"handoff_p50_ms,omitempty"`
+	HandoffP99MS *float64 `json:"handoff_p99_ms,omitempty"`
 	// HandoffMissed counts waiters still blocked 5s after the release:
 	// lost wake-ups, left out of the percentiles.
-	HandoffMissed  int     `json:"handoff_missed"`
+	HandoffMissed  *int    `json:"handoff_missed,omitempty"`
 	HotKeyPerSec   float64 `json:"hot_key_per_sec"`
 	HotKeyServed   int     `json:"hot_key_clients_served"`
 	HotKeyMinTurns int     `json:"hot_key_min_turns"`
+	// HotKeyRetries is the mean number of attempts repeated per operation
+	// on the hot key after a lost race; absent where clients wait their
+	// turn instead.
+	HotKeyRetries *float64 `json:"hot_key_retries_per_op,omitempty"`
 }
 
 type benchResult struct {
-	Strategy string    `json:"strategy"`
-	Lib      benchSide `json:"sqllock"`
-	Raw      benchSide `json:"raw"`
+	Strategy  string `json:"strategy"`
+	Operation string `json:"operation"`
+	RawSQL    string `json:"raw_sql"`
+	// NoHandoff says why the strategy has no handoff figures.
+	NoHandoff string    `json:"no_handoff,omitempty"`
+	Lib       benchSide `json:"sqllock"`
+	Raw       benchSide `json:"raw"`
 	// UncontendedRatio and HotKeyRatio are sqllock / raw: 1 is parity.
 	UncontendedRatio float64 `json:"uncontended_ratio"`
 	HotKeyRatio      float64 `json:"hot_key_ratio"`
@@ -74,7 +83,7 @@ func cmdBench(ctx context.Context, args []string, e env) error {
 		return fail(exitUsage, "bench: --duration must be positive, --clients and --handoffs at least 1")
 	}
 	return withDB(ctx, df, needMigrated, func(t target, db *sql.DB) error {
-		run, skipped, err := pick(*strat, t.dialect, func(s strategy) bool { return s.raw != nil })
+		run, skipped, err := pick(*strat, t.dialect, func(s strategy) bool { return s.bench != nil })
 		if err != nil {
 			return err
 		}
@@ -98,6 +107,7 @@ func cmdBench(ctx context.Context, args []string, e env) error {
 			enc.SetIndent("", "  ")
 			return enc.Encode(rep)
 		}
+		printBenchSummary(e.stdout, rep)
 		for _, s := range rep.Skipped {
 			fmt.Fprintf(e.stdout, "%s: skipped, %s\n", s.Strategy, s.Reason)
 		}
@@ -109,17 +119,58 @@ func printBench(w io.Writer, r benchResult, cfg benchConfig) {
 	fmt.Fprintf(w, "\n%s\n", r.Strategy)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "measure\tsqllock\traw SQL\tsqllock/raw\t")
-	fmt.Fprintf(tw, "uncontended acquire+release\t%.0f/s\t%.0f/s\t%.2f\t\n", r.Lib.UncontendedPerSec, r.Raw.UncontendedPerSec, r.UncontendedRatio)
-	fmt.Fprintf(tw, "handoff p50\t%.2fms\t%.2fms\t\t\n", r.Lib.HandoffP50MS, r.Raw.HandoffP50MS)
-	fmt.Fprintf(tw, "handoff p99\t%.2fms\t%.2fms\t\t\n", r.Lib.HandoffP99MS, r.Raw.HandoffP99MS)
-	if r.Lib.HandoffMissed+r.Raw.HandoffMissed > 0 {
-		fmt.Fprintf(tw, "handoff missed wake-ups (>%v)\t%d\t%d\t\t\n", handoffWait, r.Lib.HandoffMissed, r.Raw.HandoffMissed)
+	fmt.Fprintf(tw, "uncontended %s\t%.0f/s\t%.0f/s\t%.2f\t\n", r.Operation, r.Lib.UncontendedPerSec, r.Raw.UncontendedPerSec, r.UncontendedRatio)
+	if r.NoHandoff == "" {
+		fmt.Fprintf(tw, "handoff p50\t%s\t%s\t\t\n", ms(r.Lib.HandoffP50MS), ms(r.Raw.HandoffP50MS))
+		fmt.Fprintf(tw, "handoff p99\t%s\t%s\t\t\n", ms(r.Lib.HandoffP99MS), ms(r.Raw.HandoffP99MS))
+		if lib, raw := deref(r.Lib.HandoffMissed), deref(r.Raw.HandoffMissed); lib+raw > 0 {
+			fmt.Fprintf(tw, "handoff missed wake-ups (>%v)\t%d\t%d\t\t\n", handoffWait, lib, raw)
+		}
 	}
 	fmt.Fprintf(tw, "hot key, %d clients\t%.0f/s\t%.0f/s\t%.2f\t\n", cfg.clients, r.Lib.HotKeyPerSec, r.Raw.HotKeyPerSec, r.HotKeyRatio)
 	fmt.Fprintf(tw, "hot key, clients served\t%d/%d\t%d/%d\t\t\n", r.Lib.HotKeyServed, cfg.clients, r.Raw.HotKeyServed, cfg.clients)
 	fmt.Fprintf(tw, "hot key, fewest turns\t%d\t%d\t\t\n", r.Lib.HotKeyMinTurns, r.Raw.HotKeyMinTurns)
+	if r.Lib.HotKeyRetries != nil {
+		fmt.Fprintf(tw, "hot key, retries per op\t%.2f\t%.2f\t\t\n", deref(r.Lib.HotKeyRetries), deref(r.Raw.HotKeyRetries))
+	}
 	tw.Flush()
-	fmt.Fprintln(w, "(raw SQL: the same statements by hand, prepared once; its waiters retry at once, without sleeping)")
+	if r.NoHandoff != "" {
+		fmt.Fprintf(w, "no handoff: %s\n", r.NoHandoff)
+	}
+	fmt.Fprintf(w, "(raw SQL: %s)\n", r.RawSQL)
+}
+
+// printBenchSummary puts the ratios of every strategy side by side.
+func printBenchSummary(w io.Writer, rep benchReport) {
+	if len(rep.Results) < 2 {
+		return
+	}
+	fmt.Fprintf(w, "\nsummary\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "strategy  \tuncontended sqllock/raw\thot key sqllock/raw\thandoff p50 sqllock, raw\t")
+	for _, r := range rep.Results {
+		handoff := "n/a"
+		if r.NoHandoff == "" {
+			handoff = ms(r.Lib.HandoffP50MS) + ", " + ms(r.Raw.HandoffP50MS)
+		}
+		fmt.Fprintf(tw, "%-10s\t%.2f\t%.2f\t%s\t\n", r.Strategy, r.UncontendedRatio, r.HotKeyRatio, handoff)
+	}
+	tw.Flush()
+}
+
+func ms(v *float64) string {
+	if v == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2fms", *v)
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }
 
 func benchKey(what string) string {
@@ -127,35 +178,54 @@ func benchKey(what string) string {
 }
 
 // benchStrategy measures s and its raw SQL, one after the other, in this run.
-func benchStrategy(ctx context.Context, db *sql.DB, d sqllock.Dialect, s strategy, cfg benchConfig) (benchResult, error) {
-	res := benchResult{Strategy: s.name}
-	lockers := make([]sqllock.Locker, max(cfg.clients, 2))
-	for i := range lockers {
-		l, closeFn, err := s.newLocker(db, d)
-		if err != nil {
-			return res, err
-		}
-		defer closeFn()
-		lockers[i] = l
-	}
-	raw, err := s.raw(db, d)
+func benchStrategy(ctx context.Context, db *sql.DB, d sqllock.Dialect, s strategy, cfg benchConfig) (res benchResult, err error) {
+	plan, err := s.bench(ctx, db, d)
 	if err != nil {
 		return res, err
 	}
-	defer raw.close()
+	if plan.close != nil {
+		defer plan.close()
+	}
+	res = benchResult{Strategy: s.name, Operation: plan.op, RawSQL: plan.rawSQL, NoHandoff: plan.noHandoff}
+	n := max(cfg.clients, 2)
+	lib, err := openClients(ctx, plan.lib, n)
+	defer closeClients(lib)
+	if err != nil {
+		return res, err
+	}
+	raw, err := openClients(ctx, plan.raw, n)
+	defer closeClients(raw)
+	if err != nil {
+		return res, err
+	}
+	key := func(sd side, what string) (string, error) {
+		k := benchKey(what)
+		if sd.prepare == nil {
+			return k, nil
+		}
+		return k, sd.prepare(ctx, k)
+	}
 
 	// The uncontended rates alternate lib and raw so that a slower patch of
 	// the machine does not land on one side only.
+	libKey, err := key(plan.lib, "uncontended")
+	if err != nil {
+		return res, err
+	}
+	rawKey, err := key(plan.raw, "uncontended-raw")
+	if err != nil {
+		return res, err
+	}
 	half := cfg.duration / 2
 	var libN, rawN int
 	var libT, rawT time.Duration
 	for range 2 {
-		n, el, err := uncontendedLib(ctx, lockers[0], half)
+		n, el, err := uncontended(ctx, lib[0], libKey, half)
 		if err != nil {
 			return res, err
 		}
 		libN, libT = libN+n, libT+el
-		n, el, err = uncontendedRaw(ctx, raw, half)
+		n, el, err = uncontended(ctx, raw[0], rawKey, half)
 		if err != nil {
 			return res, err
 		}
@@ -163,96 +233,95 @@ func benchStrategy(ctx context.Context, db *sql.DB, d sqllock.Dialect, s strateg
 	}
 	res.Lib.UncontendedPerSec = float64(libN) / libT.Seconds()
 	res.Raw.UncontendedPerSec = float64(rawN) / rawT.Seconds()
-
-	if res.Lib.HandoffP50MS, res.Lib.HandoffP99MS, res.Lib.HandoffMissed, err = handoffLib(ctx, lockers[0], lockers[1], cfg.handoffs); err != nil {
-		return res, err
-	}
-	if res.Raw.HandoffP50MS, res.Raw.HandoffP99MS, res.Raw.HandoffMissed, err = handoffRaw(ctx, raw, cfg.handoffs); err != nil {
-		return res, err
-	}
-
-	key := benchKey("hot")
-	turns, el, err := hotKey(ctx, cfg.clients, cfg.duration, func(ctx context.Context, i int) error {
-		lease, err := lockers[i].Acquire(ctx, key)
-		if err != nil {
-			return err
-		}
-		return lease.Release(ctx)
-	})
-	if err != nil {
-		return res, err
-	}
-	res.Lib.HotKeyPerSec, res.Lib.HotKeyServed, res.Lib.HotKeyMinTurns = hotStats(turns, el)
-	key = benchKey("hot-raw")
-	turns, el, err = hotKey(ctx, cfg.clients, cfg.duration, func(ctx context.Context, i int) error {
-		owner := sqllock.NewOwnerID()
-		token, err := spin(ctx, raw, key, owner)
-		if err != nil {
-			return err
-		}
-		return raw.release(ctx, key, owner, token)
-	})
-	if err != nil {
-		return res, err
-	}
-	res.Raw.HotKeyPerSec, res.Raw.HotKeyServed, res.Raw.HotKeyMinTurns = hotStats(turns, el)
-
 	res.UncontendedRatio = res.Lib.UncontendedPerSec / res.Raw.UncontendedPerSec
+
+	if plan.noHandoff == "" {
+		for _, m := range []struct {
+			sd      side
+			clients []contender
+			out     *benchSide
+			what    string
+		}{{plan.lib, lib, &res.Lib, "handoff"}, {plan.raw, raw, &res.Raw, "handoff-raw"}} {
+			k, err := key(m.sd, m.what)
+			if err != nil {
+				return res, err
+			}
+			p50, p99, missed, err := handoff(ctx, m.clients[0], m.clients[1], k, cfg.handoffs)
+			if err != nil {
+				return res, err
+			}
+			m.out.HandoffP50MS, m.out.HandoffP99MS, m.out.HandoffMissed = &p50, &p99, &missed
+		}
+	}
+
+	for _, m := range []struct {
+		sd      side
+		clients []contender
+		out     *benchSide
+		what    string
+	}{{plan.lib, lib, &res.Lib, "hot"}, {plan.raw, raw, &res.Raw, "hot-raw"}} {
+		k, err := key(m.sd, m.what)
+		if err != nil {
+			return res, err
+		}
+		var before int64
+		if m.sd.retries != nil {
+			before = m.sd.retries.Load()
+		}
+		turns, el, err := hotKey(ctx, cfg.clients, cfg.duration, func(ctx context.Context, i int) error {
+			if err := m.clients[i].acquire(ctx, k); err != nil {
+				return err
+			}
+			return m.clients[i].release(ctx)
+		})
+		if err != nil {
+			return res, err
+		}
+		m.out.HotKeyPerSec, m.out.HotKeyServed, m.out.HotKeyMinTurns = hotStats(turns, el)
+		if total := sum(turns); m.sd.retries != nil && total > 0 {
+			r := float64(m.sd.retries.Load()-before) / float64(total)
+			m.out.HotKeyRetries = &r
+		}
+	}
 	if res.Raw.HotKeyPerSec > 0 {
 		res.HotKeyRatio = res.Lib.HotKeyPerSec / res.Raw.HotKeyPerSec
 	}
 	return res, nil
 }
 
-func uncontendedLib(ctx context.Context, l sqllock.Locker, d time.Duration) (int, time.Duration, error) {
-	key := benchKey("uncontended")
+// openClients opens n clients of sd; on an error it returns those it
+// opened, for closeClients.
+func openClients(ctx context.Context, sd side, n int) ([]contender, error) {
+	var cs []contender
+	for range n {
+		c, err := sd.open(ctx)
+		if err != nil {
+			return cs, err
+		}
+		cs = append(cs, c)
+	}
+	return cs, nil
+}
+
+func closeClients(cs []contender) {
+	for _, c := range cs {
+		c.close()
+	}
+}
+
+func uncontended(ctx context.Context, c contender, key string, d time.Duration) (int, time.Duration, error) {
 	start := time.Now()
 	n := 0
 	for time.Since(start) < d {
-		lease, err := l.Acquire(ctx, key)
-		if err != nil {
+		if err := c.acquire(ctx, key); err != nil {
 			return 0, 0, err
 		}
-		if err := lease.Release(ctx); err != nil {
+		if err := c.release(ctx); err != nil {
 			return 0, 0, err
 		}
 		n++
 	}
 	return n, time.Since(start), nil
-}
-
-func uncontendedRaw(ctx context.Context, r rawLock, d time.Duration) (int, time.Duration, error) {
-	key, owner := benchKey("uncontended-raw"), sqllock.NewOwnerID()
-	start := time.Now()
-	n := 0
-	for time.Since(start) < d {
-		token, won, err := r.try(ctx, key, owner)
-		if err != nil {
-			return 0, 0, err
-		}
-		if !won {
-			return 0, 0, fmt.Errorf("raw acquire of a free key %q refused", key)
-		}
-		if err := r.release(ctx, key, owner, token); err != nil {
-			return 0, 0, err
-		}
-		n++
-	}
-	return n, time.Since(start), nil
-}
-
-// spin retries the raw acquire at once until it wins: the fastest a
-// polling waiter can be, at the cost of a busy loop.
-func spin(ctx context.Context, r rawLock, key, owner string) (int64, error) {
-	for {
-		token, won, err := r.try(ctx, key, owner)
-		if err != nil || won {
-			return token, err
-		}
-		if err := ctx.Err(); err != nil {
-			return 0, err
-		}
-	}
 }
 
 // handoffWait bounds how long a waiter may stay blocked after a release
@@ -263,28 +332,29 @@ const handoffWait = 5 * time.Second
 // handoff times release → a blocked waiter returns, n times, and returns
 // p50 and p99 in milliseconds over the rounds whose waiter was woken, and
 // how many were not woken within handoffWait.
-func handoff(ctx context.Context, n int, hold, wait func(ctx context.Context) (release func() error, err error)) (p50, p99 float64, missed int, err error) {
+func handoff(ctx context.Context, holder, waiter contender, key string, n int) (p50, p99 float64, missed int, err error) {
 	lat := make([]time.Duration, 0, n)
 	for range n {
-		release, err := hold(ctx)
-		if err != nil {
+		if err := holder.acquire(ctx, key); err != nil {
 			return 0, 0, 0, err
 		}
 		type got struct {
-			at      time.Time
-			release func() error
-			err     error
+			at  time.Time
+			err error
 		}
 		ch := make(chan got, 1)
 		wctx, cancel := context.WithCancel(ctx)
 		go func() {
-			rel, err := wait(wctx)
-			ch <- got{time.Now(), rel, err}
+			err := waiter.acquire(wctx, key)
+			ch <- got{time.Now(), err}
 		}()
 		time.Sleep(2 * time.Millisecond) // let the waiter block
 		released := time.Now()
-		if err := release(); err != nil {
+		if err := holder.release(ctx); err != nil {
 			cancel()
+			if g := <-ch; g.err == nil {
+				waiter.release(ctx)
+			}
 			return 0, 0, 0, err
 		}
 		timer := time.AfterFunc(handoffWait, cancel)
@@ -299,7 +369,7 @@ func handoff(ctx context.Context, n int, hold, wait func(ctx context.Context) (r
 			return 0, 0, 0, g.err
 		}
 		lat = append(lat, g.at.Sub(released))
-		if err := g.release(); err != nil {
+		if err := waiter.release(ctx); err != nil {
 			return 0, 0, 0, err
 		}
 	}
@@ -307,35 +377,8 @@ func handoff(ctx context.Context, n int, hold, wait func(ctx context.Context) (r
 		return 0, 0, missed, nil
 	}
 	slices.Sort(lat)
-	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	return ms(lat[len(lat)/2]), ms(lat[(len(lat)*99)/100]), missed, nil
-}
-
-func handoffLib(ctx context.Context, a, w sqllock.Locker, n int) (float64, float64, int, error) {
-	key := benchKey("handoff")
-	take := func(l sqllock.Locker) func(context.Context) (func() error, error) {
-		return func(ctx context.Context) (func() error, error) {
-			lease, err := l.Acquire(ctx, key)
-			if err != nil {
-				return nil, err
-			}
-			return func() error { return lease.Release(ctx) }, nil
-		}
-	}
-	return handoff(ctx, n, take(a), take(w))
-}
-
-func handoffRaw(ctx context.Context, r rawLock, n int) (float64, float64, int, error) {
-	key := benchKey("handoff-raw")
-	take := func(ctx context.Context) (func() error, error) {
-		owner := sqllock.NewOwnerID()
-		token, err := spin(ctx, r, key, owner)
-		if err != nil {
-			return nil, err
-		}
-		return func() error { return r.release(context.WithoutCancel(ctx), key, owner, token) }, nil
-	}
-	return handoff(ctx, n, take, take)
+	toMS := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	return toMS(lat[len(lat)/2]), toMS(lat[(len(lat)*99)/100]), missed, nil
 }
 
 // hotKey runs clients loops of op on one key for d and counts each
@@ -373,14 +416,20 @@ func hotKey(ctx context.Context, clients int, d time.Duration, op func(ctx conte
 }
 
 func hotStats(turns []int, el time.Duration) (perSec float64, served, minTurns int) {
-	total := 0
 	minTurns = turns[0]
 	for _, n := range turns {
-		total += n
 		if n > 0 {
 			served++
 		}
 		minTurns = min(minTurns, n)
 	}
-	return float64(total) / el.Seconds(), served, minTurns
+	return float64(sum(turns)) / el.Seconds(), served, minTurns
+}
+
+func sum(xs []int) int {
+	total := 0
+	for _, x := range xs {
+		total += x
+	}
+	return total
 }

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -287,23 +288,44 @@ type stockJSON struct {
 		Sold     int    `json:"sold"`
 		Left     int    `json:"left"`
 		Oversold int    `json:"oversold"`
+		Retries  *int   `json:"retries"`
 	} `json:"results"`
 	Skipped []struct{ Strategy, Reason string } `json:"skipped"`
 }
 
-func checkStock(t *testing.T, r result, units int) stockJSON {
+// The strategies demo stock runs by default, in order, per database.
+var (
+	onServers = []string{"tablelock", "rowlock", "optimistic", "advisory"}
+	onSQLite  = []string{"tablelock", "optimistic"}
+	notSQLite = []string{"rowlock", "advisory"}
+)
+
+// checkStock checks a demo stock --json report: exactly the strategies of
+// want ran, each sold every unit and none it did not have, and the others
+// were skipped with a reason that names the dialect and the alternative.
+func checkStock(t *testing.T, r result, units int, want []string) stockJSON {
 	t.Helper()
 	r.want(t, 0)
 	rep := decode[stockJSON](t, r)
-	if len(rep.Results) == 0 || rep.Results[0].Strategy != "tablelock" {
-		t.Fatalf("no tablelock result:\n%s", r.stdout)
-	}
+	var ran []string
 	for _, res := range rep.Results {
+		ran = append(ran, res.Strategy)
 		if res.Oversold != 0 || res.Sold != units || res.Left != 0 {
 			t.Errorf("%s: sold %d, left %d, oversold %d; want all %d sold, none oversold", res.Strategy, res.Sold, res.Left, res.Oversold, units)
 		}
+		if res.Retries == nil || *res.Retries < 0 {
+			t.Errorf("%s: retries %v, want a count", res.Strategy, res.Retries)
+		}
 	}
-	if len(rep.Results)+len(rep.Skipped) != 4 {
+	if !slices.Equal(ran, want) {
+		t.Errorf("strategies run: %v, want %v\n%s", ran, want, r.stdout)
+	}
+	for _, s := range rep.Skipped {
+		if !strings.Contains(s.Reason, "unsupported on sqlite") || !strings.Contains(s.Reason, "use tablelock") {
+			t.Errorf("%s skipped for %q, want the dialect and the alternative named", s.Strategy, s.Reason)
+		}
+	}
+	if len(rep.Results)+len(rep.Skipped) != len(onServers) {
 		t.Errorf("%d strategies run and %d skipped, want the four accounted for", len(rep.Results), len(rep.Skipped))
 	}
 	return rep
@@ -314,28 +336,46 @@ func checkStock(t *testing.T, r result, units int) stockJSON {
 func TestDemoStockEmbedded(t *testing.T) {
 	dir := t.TempDir()
 	r := sqllockCmd(t, "demo", "stock", "--data-dir", dir)
-	r.want(t, 0, "tablelock", "oversold", "rowlock: skipped, unsupported on sqlite")
-	var found bool
+	r.want(t, 0, "tablelock", "optimistic", "oversold",
+		"rowlock: skipped, unsupported on sqlite", "advisory: skipped, unsupported on sqlite")
+	lines := 0
 	for _, line := range strings.Split(r.stdout, "\n") {
-		if f := strings.Fields(line); len(f) >= 4 && f[0] == "tablelock" {
-			found = true
+		if f := strings.Fields(line); len(f) >= 4 && slices.Contains(onSQLite, f[0]) {
+			lines++
 			if f[1] != "500" || f[2] != "0" || f[3] != "0" {
-				t.Errorf("tablelock line %q: want 500 sold, 0 left, 0 oversold", line)
+				t.Errorf("%s line %q: want 500 sold, 0 left, 0 oversold", f[0], line)
 			}
 		}
 	}
-	if !found {
-		t.Errorf("no tablelock line in:\n%s", r.stdout)
+	if lines != len(onSQLite) {
+		t.Errorf("%d result lines, want one for each of %v in:\n%s", lines, onSQLite, r.stdout)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "sqllock.db")); err != nil {
 		t.Errorf("the embedded database was not created in --data-dir: %v", err)
 	}
 
-	rep := checkStock(t, sqllockCmd(t, "demo", "stock", "--data-dir", dir, "--units", "120", "--procs", "3", "--workers", "6", "--json"), 120)
+	rep := checkStock(t, sqllockCmd(t, "demo", "stock", "--data-dir", dir, "--units", "120", "--procs", "3", "--workers", "6", "--json"), 120, onSQLite)
+	var skipped []string
 	for _, s := range rep.Skipped {
-		if (s.Strategy == "rowlock" || s.Strategy == "advisory") && !strings.Contains(s.Reason, "unsupported on sqlite") {
-			t.Errorf("%s skipped for %q, want the dialect named", s.Strategy, s.Reason)
-		}
+		skipped = append(skipped, s.Strategy)
+	}
+	if !slices.Equal(skipped, notSQLite) {
+		t.Errorf("skipped %v, want %v", skipped, notSQLite)
+	}
+}
+
+// TestDemoStockNone: without a lock the shop sells what it does not have,
+// and the demo's count says so. This is what makes oversold 0 above mean
+// something.
+func TestDemoStockNone(t *testing.T) {
+	r := sqllockCmd(t, "demo", "stock", "--data-dir", t.TempDir(), "--strategy", "none", "--units", "40", "--workers", "4", "--work", "2ms", "--json")
+	r.want(t, 0)
+	rep := decode[stockJSON](t, r)
+	if len(rep.Results) != 1 || rep.Results[0].Strategy != "none" {
+		t.Fatalf("results %+v, want none alone", rep.Results)
+	}
+	if res := rep.Results[0]; res.Oversold <= 0 || res.Sold != 40+res.Oversold {
+		t.Errorf("no lock: sold %d, oversold %d; want more sold than the 40 units, by the oversold count", res.Sold, res.Oversold)
 	}
 }
 
@@ -343,8 +383,18 @@ func TestDemoStock(t *testing.T) {
 	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL} {
 		t.Run(d.String(), func(t *testing.T) {
 			tg := migrated(t, d)
-			checkStock(t, sqllockCmd(t, "demo", "stock", "--dsn", tg.dsn, "--units", "60", "--json"), 60)
-			checkStock(t, sqllockCmd(t, "demo", "stock", "--dsn", tg.dsn, "--units", "60", "--procs", "2", "--workers", "4", "--json"), 60)
+			checkStock(t, sqllockCmd(t, "demo", "stock", "--dsn", tg.dsn, "--units", "60", "--json"), 60, onServers)
+			checkStock(t, sqllockCmd(t, "demo", "stock", "--dsn", tg.dsn, "--units", "60", "--procs", "2", "--workers", "4", "--json"), 60, onServers)
+			// The demo's item rows and rowlock's lock rows go with the run.
+			for _, table := range []string{"sqllock_demo_stock", "sqllock_rows"} {
+				var n int
+				if err := tg.db.QueryRow("SELECT count(*) FROM " + table).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				if n != 0 {
+					t.Errorf("%d rows left in %s after the demo", n, table)
+				}
+			}
 		})
 	}
 }
@@ -489,32 +539,108 @@ func TestLocksForceRelease(t *testing.T) {
 
 type benchJSON struct {
 	Results []struct {
-		Strategy string `json:"strategy"`
-		Lib      struct {
-			Uncontended float64 `json:"uncontended_per_sec"`
-			HotKey      float64 `json:"hot_key_per_sec"`
-			Served      int     `json:"hot_key_clients_served"`
-			P50         float64 `json:"handoff_p50_ms"`
-			Missed      int     `json:"handoff_missed"`
-		} `json:"sqllock"`
-		Raw struct {
-			Uncontended float64 `json:"uncontended_per_sec"`
-		} `json:"raw"`
-		Ratio float64 `json:"uncontended_ratio"`
+		Strategy  string     `json:"strategy"`
+		Operation string     `json:"operation"`
+		RawSQL    string     `json:"raw_sql"`
+		NoHandoff string     `json:"no_handoff"`
+		Lib       benchSideJ `json:"sqllock"`
+		Raw       benchSideJ `json:"raw"`
+		Ratio     float64    `json:"uncontended_ratio"`
+		HotRatio  float64    `json:"hot_key_ratio"`
 	} `json:"results"`
+	Skipped []struct{ Strategy, Reason string } `json:"skipped"`
+}
+
+type benchSideJ struct {
+	Uncontended float64  `json:"uncontended_per_sec"`
+	HotKey      float64  `json:"hot_key_per_sec"`
+	Served      int      `json:"hot_key_clients_served"`
+	P50         *float64 `json:"handoff_p50_ms"`
+	P99         *float64 `json:"handoff_p99_ms"`
+	Missed      *int     `json:"handoff_missed"`
+	Retries     *float64 `json:"hot_key_retries_per_op"`
+}
+
+// checkBench checks that every strategy of want was measured on both
+// sides, with figures that a real measurement gives: rates and ratios
+// above zero, a handoff for the locks and none for optimistic, which
+// counts retries instead.
+func checkBench(t *testing.T, r result, want []string) benchJSON {
+	t.Helper()
+	r.want(t, 0)
+	rep := decode[benchJSON](t, r)
+	var ran []string
+	for _, res := range rep.Results {
+		ran = append(ran, res.Strategy)
+		for name, sd := range map[string]benchSideJ{"sqllock": res.Lib, "raw": res.Raw} {
+			if sd.Uncontended <= 0 || sd.HotKey <= 0 || sd.Served < 1 {
+				t.Errorf("%s, %s: implausible figures %+v", res.Strategy, name, sd)
+			}
+			switch {
+			case res.Strategy == "optimistic":
+				if sd.P50 != nil || sd.P99 != nil || sd.Retries == nil {
+					t.Errorf("optimistic, %s: handoff %v/%v, retries %v; want no handoff and a retry count", name, sd.P50, sd.P99, sd.Retries)
+				}
+			case sd.P50 == nil || sd.P99 == nil || sd.Missed == nil:
+				t.Errorf("%s, %s: no handoff figures", res.Strategy, name)
+			case *sd.P50 <= 0 || *sd.P99 < *sd.P50 || *sd.Missed != 0:
+				t.Errorf("%s, %s: handoff p50 %v, p99 %v, %d missed", res.Strategy, name, *sd.P50, *sd.P99, *sd.Missed)
+			}
+		}
+		if res.Ratio <= 0 || res.HotRatio <= 0 || res.Operation == "" || res.RawSQL == "" {
+			t.Errorf("%s: ratio %v, hot-key ratio %v, operation %q, raw SQL %q", res.Strategy, res.Ratio, res.HotRatio, res.Operation, res.RawSQL)
+		}
+		if (res.Strategy == "optimistic") != (res.NoHandoff != "") {
+			t.Errorf("%s: no_handoff %q", res.Strategy, res.NoHandoff)
+		}
+	}
+	if !slices.Equal(ran, want) {
+		t.Errorf("strategies measured: %v, want %v", ran, want)
+	}
+	return rep
 }
 
 func TestBench(t *testing.T) {
-	r := sqllockCmd(t, "bench", "--data-dir", t.TempDir(), "--duration", "200ms", "--handoffs", "5", "--clients", "3", "--json")
-	r.want(t, 0)
-	rep := decode[benchJSON](t, r)
-	if len(rep.Results) != 1 || rep.Results[0].Strategy != "tablelock" {
-		t.Fatalf("bench results: %+v, want tablelock", rep.Results)
+	short := []string{"--duration", "200ms", "--handoffs", "5", "--clients", "3", "--json"}
+	t.Run("sqlite", func(t *testing.T) {
+		rep := checkBench(t, sqllockCmd(t, append([]string{"bench", "--data-dir", t.TempDir()}, short...)...), onSQLite)
+		var skipped []string
+		for _, s := range rep.Skipped {
+			skipped = append(skipped, s.Strategy)
+			if !strings.Contains(s.Reason, "unsupported on sqlite") {
+				t.Errorf("%s skipped for %q, want the dialect named", s.Strategy, s.Reason)
+			}
+		}
+		if !slices.Equal(skipped, notSQLite) {
+			t.Errorf("skipped %v, want %v", skipped, notSQLite)
+		}
+		human := sqllockCmd(t, "bench", "--data-dir", t.TempDir(), "--duration", "100ms", "--handoffs", "3", "--clients", "2")
+		human.want(t, 0, "uncontended acquire+release", "handoff p99", "raw SQL", "retries per op", "summary", "advisory: skipped")
+	})
+	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL} {
+		t.Run(d.String(), func(t *testing.T) {
+			tg := migrated(t, d)
+			checkBench(t, sqllockCmd(t, append([]string{"bench", "--dsn", tg.dsn}, short...)...), onServers)
+			// What the bench made is gone: rowlock's rows and the CAS items.
+			for _, table := range []string{"sqllock_demo_stock", "sqllock_rows"} {
+				var n int
+				if err := tg.db.QueryRow("SELECT count(*) FROM " + table).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				if n != 0 {
+					t.Errorf("%d rows left in %s after the bench", n, table)
+				}
+			}
+			// And no session is left holding an advisory lock.
+			if d == sqllock.Postgres {
+				var n int
+				if err := tg.db.QueryRow("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())").Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				if n != 0 {
+					t.Errorf("%d advisory locks held after the bench", n)
+				}
+			}
+		})
 	}
-	res := rep.Results[0]
-	if res.Lib.Uncontended <= 0 || res.Raw.Uncontended <= 0 || res.Ratio <= 0 || res.Lib.HotKey <= 0 || res.Lib.Served < 1 || res.Lib.P50 <= 0 || res.Lib.Missed != 0 {
-		t.Errorf("implausible bench figures: %+v", res)
-	}
-	human := sqllockCmd(t, "bench", "--data-dir", t.TempDir(), "--duration", "100ms", "--handoffs", "3", "--clients", "2")
-	human.want(t, 0, "uncontended acquire+release", "handoff p99", "raw SQL")
 }

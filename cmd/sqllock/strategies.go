@@ -11,7 +11,10 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/advisory"
 	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/optimistic"
+	"github.com/sqllock/sqllock/rowlock"
 	"github.com/sqllock/sqllock/tablelock"
 )
 
@@ -21,49 +24,97 @@ type strategy struct {
 	name     string
 	dialects []sqllock.Dialect // the dialects that can serve it
 	why      string            // why the others cannot
-	// newLocker returns a Locker over db and its closer; nil: not built
-	// into this binary yet.
+	// newLocker returns a Locker over db and its closer; nil for the
+	// strategies that sell without one (optimistic, none).
 	newLocker func(db *sql.DB, d sqllock.Dialect) (sqllock.Locker, func(), error)
-	// buy sells one unit of s through l; sold is false once s is empty,
-	// retries counts attempts that had to be repeated.
+	// buy sells one unit of s, through l when the strategy has a Locker;
+	// sold is false once s is empty, retries counts attempts that had to
+	// be repeated. nil: not built into this binary.
 	buy func(ctx context.Context, l sqllock.Locker, s *stock) (sold bool, retries int, err error)
-	// raw runs the strategy's statements by hand, for bench; nil: no bench.
-	raw func(db *sql.DB, d sqllock.Dialect) (rawLock, error)
+	// bench returns what bench measures, the library beside its raw SQL;
+	// nil: no bench.
+	bench func(ctx context.Context, db *sql.DB, d sqllock.Dialect) (*benchPlan, error)
+	// forget drops what the strategy keeps per key once a run is done
+	// with its keys; nil: nothing, or the package cleans up itself.
+	forget func(ctx context.Context, db *sql.DB, d sqllock.Dialect, keys ...string)
 	// demoOnly strategies run only when named (--strategy none).
 	demoOnly bool
 }
 
 var allDialects = []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL, sqllock.SQLite}
 
-// strategies is the table the commands read. rowlock, optimistic and
-// advisory are listed as not built yet until their packages land.
+func newTablelock(db *sql.DB, d sqllock.Dialect) (sqllock.Locker, func(), error) {
+	l, err := tablelock.New(db, d)
+	if err != nil {
+		return nil, nil, err
+	}
+	return l, func() { l.Close() }, nil
+}
+
+func newRowlock(db *sql.DB, d sqllock.Dialect) (sqllock.Locker, func(), error) {
+	l, err := rowlock.New(db, d)
+	if err != nil {
+		return nil, nil, err
+	}
+	return l, func() { l.Close() }, nil
+}
+
+func newAdvisory(db *sql.DB, d sqllock.Dialect) (sqllock.Locker, func(), error) {
+	l, err := advisory.New(db, d)
+	if err != nil {
+		return nil, nil, err
+	}
+	return l, func() { l.Close() }, nil
+}
+
+// forgetRows deletes the rows rowlock made for keys: it keeps one row per
+// key ever locked, and the demo's and bench's keys are used once. A key's
+// next holder would insert the row again, and its tokens come from the
+// shared sequence, so nothing depends on the row staying.
+func forgetRows(ctx context.Context, db *sql.DB, d sqllock.Dialect, keys ...string) {
+	q := `DELETE FROM sqllock_rows WHERE lock_key = ?`
+	if d == sqllock.Postgres {
+		q = `DELETE FROM sqllock_rows WHERE lock_key = $1`
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	for _, k := range keys {
+		db.ExecContext(ctx, q, k)
+	}
+}
+
+// strategies is the table the commands read.
 var strategies = []strategy{
 	{
 		name: "tablelock", dialects: allDialects,
-		newLocker: func(db *sql.DB, d sqllock.Dialect) (sqllock.Locker, func(), error) {
-			l, err := tablelock.New(db, d)
-			if err != nil {
-				return nil, nil, err
-			}
-			return l, func() { l.Close() }, nil
-		},
-		buy: lockedBuy,
-		raw: newRawTablelock,
+		newLocker: newTablelock,
+		buy:       lockedBuy,
+		bench:     benchTablelock,
 	},
 	{
 		name: "rowlock", dialects: []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL},
-		why: "SQLite has no SELECT ... FOR UPDATE; use tablelock",
+		why:       "SQLite has no SELECT ... FOR UPDATE; use tablelock",
+		newLocker: newRowlock,
+		buy:       rowlockBuy,
+		bench:     benchRowlock,
+		forget:    forgetRows,
 	},
-	{name: "optimistic", dialects: allDialects},
+	{
+		name: "optimistic", dialects: allDialects,
+		buy:   optimisticBuy,
+		bench: benchOptimistic,
+	},
 	{
 		name: "advisory", dialects: []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL},
-		why: "SQLite has no advisory locks; use tablelock",
+		why:       "SQLite has no advisory locks; use tablelock",
+		newLocker: newAdvisory,
+		buy:       lockedBuy,
+		bench:     benchAdvisory,
 	},
 	{
 		// No lock at all: what the others prevent. Run it with --strategy none.
 		name: "none", dialects: allDialects, demoOnly: true,
-		newLocker: func(*sql.DB, sqllock.Dialect) (sqllock.Locker, func(), error) { return nil, func() {}, nil },
-		buy:       unlockedBuy,
+		buy: unlockedBuy,
 	},
 }
 
@@ -77,7 +128,7 @@ func (s strategy) availability(d sqllock.Dialect) (ok bool, code int, reason str
 			why = "not served by " + d.String()
 		}
 		return false, exitUnsupported, "unsupported on " + d.String() + ": " + why
-	case s.newLocker == nil:
+	case s.buy == nil:
 		return false, exitUnsupported, "not built yet"
 	}
 	return true, 0, ""
@@ -136,26 +187,83 @@ type stock struct {
 	work  time.Duration // pause between reading and writing the count
 	read  string
 	write string
+	// cas is the same table for optimistic's compare-and-swap on the
+	// version column.
+	cas *optimistic.Table
 }
 
-func newStock(db *sql.DB, d sqllock.Dialect, item string, work time.Duration) *stock {
-	s := &stock{db: db, item: item, work: work}
+// stockRow is a row of the demo table as optimistic reads and writes it.
+type stockRow struct {
+	Item    string `db:"item"`
+	Units   int    `db:"units"`
+	Version int64  `db:"version"`
+}
+
+const stockTable = "sqllock_demo_stock"
+
+func newStock(db *sql.DB, d sqllock.Dialect, item string, work time.Duration) (*stock, error) {
+	cas, err := optimistic.NewTable(d, stockTable, "item", "version")
+	if err != nil {
+		return nil, err
+	}
+	s := &stock{db: db, item: item, work: work, cas: cas}
+	// The locked writes bump the version too, so that an optimistic writer
+	// of the same row would see them.
 	if d == sqllock.Postgres {
 		s.read = `SELECT units FROM sqllock_demo_stock WHERE item = $1`
-		s.write = `UPDATE sqllock_demo_stock SET units = $1 WHERE item = $2`
+		s.write = `UPDATE sqllock_demo_stock SET units = $1, version = version + 1 WHERE item = $2`
 	} else {
 		s.read = `SELECT units FROM sqllock_demo_stock WHERE item = ?`
-		s.write = `UPDATE sqllock_demo_stock SET units = ? WHERE item = ?`
+		s.write = `UPDATE sqllock_demo_stock SET units = ?, version = version + 1 WHERE item = ?`
 	}
-	return s
+	return s, nil
 }
+
+func (s *stock) close() { s.cas.Close() }
 
 // createStockTable makes the demo's table; each run uses its own item rows.
 func createStockTable(ctx context.Context, db *sql.DB) error {
 	_, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS sqllock_demo_stock (
-	item  varchar(200) NOT NULL PRIMARY KEY,
-	units integer      NOT NULL
+	item    varchar(200) NOT NULL PRIMARY KEY,
+	units   integer      NOT NULL,
+	version bigint       NOT NULL DEFAULT 0
 )`)
+	if err != nil || hasVersion(ctx, db) {
+		return err
+	}
+	// A table made by an earlier sqllock has no version column.
+	_, err = db.ExecContext(ctx, `ALTER TABLE sqllock_demo_stock ADD COLUMN version bigint NOT NULL DEFAULT 0`)
+	if err != nil && hasVersion(ctx, db) {
+		return nil // another sqllock added it first
+	}
+	return err
+}
+
+func hasVersion(ctx context.Context, db *sql.DB) bool {
+	rows, err := db.QueryContext(ctx, `SELECT version FROM sqllock_demo_stock WHERE 1 = 0`)
+	if err != nil {
+		return false
+	}
+	rows.Close()
+	return true
+}
+
+// insertRow and deleteRow add and drop an item of the demo table.
+func insertRow(ctx context.Context, db *sql.DB, d sqllock.Dialect, item string, units int) error {
+	q := `INSERT INTO sqllock_demo_stock (item, units) VALUES (?, ?)`
+	if d == sqllock.Postgres {
+		q = `INSERT INTO sqllock_demo_stock (item, units) VALUES ($1, $2)`
+	}
+	_, err := db.ExecContext(ctx, q, item, units)
+	return err
+}
+
+func deleteRow(ctx context.Context, db *sql.DB, d sqllock.Dialect, item string) error {
+	q := `DELETE FROM sqllock_demo_stock WHERE item = ?`
+	if d == sqllock.Postgres {
+		q = `DELETE FROM sqllock_demo_stock WHERE item = $1`
+	}
+	_, err := db.ExecContext(ctx, q, item)
 	return err
 }
 
@@ -165,153 +273,131 @@ func (s *stock) units(ctx context.Context) (int, error) {
 	return n, err
 }
 
+// querier is where a sale runs: the pool, or a lease's transaction.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
 // sell is the critical section: read the count, pause, write it back less
 // one. Without a lock two buyers read the same count and one sale is lost
 // from it: the shop sells a unit it does not have.
-func (s *stock) sell(ctx context.Context) (bool, error) {
-	n, err := s.units(ctx)
-	if err != nil || n <= 0 {
+func (s *stock) sell(ctx context.Context, q querier) (bool, error) {
+	var n int
+	if err := q.QueryRowContext(ctx, s.read, s.item).Scan(&n); err != nil || n <= 0 {
 		return false, err
 	}
+	s.pause()
+	_, err := q.ExecContext(ctx, s.write, n-1, s.item)
+	return err == nil, err
+}
+
+// pause stands for the work between the read and the write; without
+// --work it still yields, so that unlocked buyers interleave.
+func (s *stock) pause() {
 	if s.work > 0 {
 		time.Sleep(s.work)
 	} else {
 		runtime.Gosched()
 	}
-	_, err = s.db.ExecContext(ctx, s.write, n-1, s.item)
-	return err == nil, err
 }
 
-// lockedBuy sells one unit under the item's lock. Transient database errors
-// are retried and counted.
-func lockedBuy(ctx context.Context, l sqllock.Locker, s *stock) (sold bool, retries int, err error) {
+func (s *stock) key() string { return "sqllock-demo/stock/" + s.item }
+
+// retryTransient runs try again while it fails with a transient database
+// error (deadlock, serialization failure, SQLite busy), at most 100 times,
+// and counts the repeats.
+func retryTransient(try func() error) (retries int, err error) {
 	for {
-		err = sqllock.Do(ctx, l, "sqllock-demo/stock/"+s.item, func(ctx context.Context) error {
-			var err error
-			sold, err = s.sell(ctx)
-			return err
-		})
+		err = try()
 		if err == nil || !sqlutil.IsRetryable(err) || retries >= 100 {
-			return sold, retries, err
+			return retries, err
 		}
 		retries++
 	}
 }
 
+// lockedBuy sells one unit under the item's lock (tablelock, advisory):
+// read, check and write on the pool while the lease is held.
+func lockedBuy(ctx context.Context, l sqllock.Locker, s *stock) (sold bool, retries int, err error) {
+	retries, err = retryTransient(func() error {
+		sold = false
+		err := sqllock.Do(ctx, l, s.key(), func(ctx context.Context) error {
+			var err error
+			sold, err = s.sell(ctx, s.db)
+			return err
+		})
+		if sold && err != nil {
+			// The sale committed and only the release failed: another try
+			// would sell a second unit. %v, not %w: not to be retried.
+			return fmt.Errorf("sold, then releasing the lock failed: %v", err)
+		}
+		return err
+	})
+	return sold, retries, err
+}
+
+// rowlockBuy sells one unit inside the transaction that holds the item's
+// row lock, so the sale commits with the release in one step, or not at all.
+func rowlockBuy(ctx context.Context, l sqllock.Locker, s *stock) (sold bool, retries int, err error) {
+	retries, err = retryTransient(func() error {
+		return sqllock.Do(ctx, l, s.key(), func(ctx context.Context) error {
+			tx, ok := rowlock.TxFrom(ctx)
+			if !ok {
+				return errors.New("no rowlock transaction in the lease's context")
+			}
+			var err error
+			sold, err = s.sell(ctx, tx)
+			return err
+		})
+	})
+	return sold, retries, err
+}
+
+// casPolicy is optimistic's default backoff with far more attempts than
+// its default 20: a buyer that gives up after a few lost races is a lost
+// sale, and the demo counts the retries instead. The cap only stops a
+// livelock.
+var casPolicy = optimistic.LimitAttempts(optimistic.ExponentialBackoff(optimistic.DefaultMinBackoff, optimistic.DefaultMaxBackoff), 1000)
+
+// countingPolicy is casPolicy counting into n the attempts it lets
+// repeat. Make one per call: Modify asks it from one goroutine, so n needs
+// no lock.
+func countingPolicy(n *int) optimistic.Policy {
+	return optimistic.PolicyFunc(func(attempt int) (time.Duration, bool) {
+		pause, again := casPolicy.Backoff(attempt)
+		if again {
+			*n++
+		}
+		return pause, again
+	})
+}
+
+var errSoldOut = errors.New("sold out")
+
+// optimisticBuy sells one unit with no lock: read the row, check, write it
+// back only if its version did not move, and re-read on a conflict. The
+// retries are the lost races.
+func optimisticBuy(ctx context.Context, _ sqllock.Locker, s *stock) (sold bool, retries int, err error) {
+	conflicts := 0
+	transient, err := retryTransient(func() error {
+		_, err := optimistic.Modify(ctx, s.db, s.cas, s.item, countingPolicy(&conflicts), func(r *stockRow) error {
+			if r.Units <= 0 {
+				return errSoldOut
+			}
+			s.pause()
+			r.Units--
+			return nil
+		})
+		return err
+	})
+	if errors.Is(err, errSoldOut) {
+		return false, conflicts + transient, nil
+	}
+	return err == nil, conflicts + transient, err
+}
+
 func unlockedBuy(ctx context.Context, _ sqllock.Locker, s *stock) (bool, int, error) {
-	sold, err := s.sell(ctx)
+	sold, err := s.sell(ctx, s.db)
 	return sold, 0, err
-}
-
-// rawLock is a strategy's acquire and release statements run by hand.
-type rawLock interface {
-	// try takes key for owner once, without waiting.
-	try(ctx context.Context, key, owner string) (token int64, won bool, err error)
-	release(ctx context.Context, key, owner string, token int64) error
-	close()
-}
-
-// rawTablelock is tablelock's uncontended path written out by hand, each
-// statement prepared once: the floor tablelock is measured against.
-type rawTablelock struct {
-	d        sqllock.Dialect
-	db       *sql.DB
-	acq, rel *sql.Stmt
-	fence    *sql.Stmt // SQLite
-}
-
-func newRawTablelock(db *sql.DB, d sqllock.Dialect) (rawLock, error) {
-	var acq, rel, fence string
-	switch d {
-	case sqllock.Postgres:
-		acq = `INSERT INTO sqllock_locks AS t (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
-VALUES ($1, $2, 'raw', 1, nextval('sqllock_fence_seq'), now(), now() + interval '30 seconds')
-ON CONFLICT (lock_key) DO UPDATE SET token = nextval('sqllock_fence_seq'), hold_count = 1, owner = EXCLUDED.owner,
-	acquired_at = now(), expires_at = EXCLUDED.expires_at
-WHERE t.expires_at <= now() RETURNING t.token`
-		rel = `UPDATE sqllock_locks SET hold_count = 0, owner = '', expires_at = now() WHERE lock_key = $1 AND owner = $2 AND token = $3`
-	case sqllock.MySQL:
-		acq = `INSERT INTO sqllock_locks (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
-VALUES (?, ?, 'raw', 1, NEXTVAL(sqllock_fence_seq), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 SECOND)
-ON DUPLICATE KEY UPDATE token = IF(expires_at <= UTC_TIMESTAMP(6), NEXTVAL(sqllock_fence_seq), token),
-	owner = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(owner), owner),
-	expires_at = IF(owner = VALUES(owner), VALUES(expires_at), expires_at)
-RETURNING owner, token`
-		rel = `UPDATE sqllock_locks SET hold_count = 0, owner = '', expires_at = UTC_TIMESTAMP(6) WHERE lock_key = ? AND owner = ? AND token = ?`
-	case sqllock.SQLite:
-		const now = `CAST(unixepoch('subsec') * 1000000 AS INTEGER)`
-		acq = `INSERT INTO sqllock_locks AS t (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
-VALUES (?1, ?2, 'raw', 1, (SELECT value + 1 FROM sqllock_fence WHERE id = 1), ` + now + `, ` + now + ` + 30000000)
-ON CONFLICT (lock_key) DO UPDATE SET token = excluded.token, hold_count = 1, owner = excluded.owner,
-	acquired_at = excluded.acquired_at, expires_at = excluded.expires_at
-WHERE t.expires_at <= ` + now + ` RETURNING token`
-		rel = `UPDATE sqllock_locks SET hold_count = 0, owner = '', expires_at = ` + now + ` WHERE lock_key = ?1 AND owner = ?2 AND token = ?3`
-		fence = `UPDATE sqllock_fence SET value = MAX(value, ?1) WHERE id = 1`
-	default:
-		return nil, fmt.Errorf("raw tablelock: %w: %v", sqllock.ErrUnsupported, d)
-	}
-	r := &rawTablelock{d: d, db: db}
-	var err error
-	if r.acq, err = db.Prepare(acq); err != nil {
-		return nil, err
-	}
-	if r.rel, err = db.Prepare(rel); err != nil {
-		r.close()
-		return nil, err
-	}
-	if fence != "" {
-		if r.fence, err = db.Prepare(fence); err != nil {
-			r.close()
-			return nil, err
-		}
-	}
-	return r, nil
-}
-
-func (r *rawTablelock) try(ctx context.Context, key, owner string) (int64, bool, error) {
-	var token int64
-	switch r.d {
-	case sqllock.Postgres:
-		err := r.acq.QueryRowContext(ctx, key, owner).Scan(&token)
-		if errors.Is(err, sql.ErrNoRows) {
-			return 0, false, nil
-		}
-		return token, err == nil, err
-	case sqllock.MySQL:
-		var got string
-		err := r.acq.QueryRowContext(ctx, key, owner).Scan(&got, &token)
-		if sqlutil.IsDeadlock(err) {
-			return 0, false, nil
-		}
-		return token, err == nil && got == owner, err
-	}
-	tx, err := r.db.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, false, err
-	}
-	defer tx.Rollback()
-	err = tx.StmtContext(ctx, r.acq).QueryRowContext(ctx, key, owner).Scan(&token)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, false, tx.Commit()
-	}
-	if err != nil {
-		return 0, false, err
-	}
-	if _, err := tx.StmtContext(ctx, r.fence).ExecContext(ctx, token); err != nil {
-		return 0, false, err
-	}
-	return token, true, tx.Commit()
-}
-
-func (r *rawTablelock) release(ctx context.Context, key, owner string, token int64) error {
-	_, err := r.rel.ExecContext(ctx, key, owner, token)
-	return err
-}
-
-func (r *rawTablelock) close() {
-	for _, st := range []*sql.Stmt{r.acq, r.rel, r.fence} {
-		if st != nil {
-			st.Close()
-		}
-	}
 }

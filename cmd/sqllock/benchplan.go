@@ -1,0 +1,555 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/advisory"
+	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/optimistic"
+)
+
+// benchPlan is what bench measures for one strategy: the library beside
+// the raw SQL of the same operation.
+type benchPlan struct {
+	lib, raw side
+	op       string // one operation, as the table names it
+	rawSQL   string // what the raw side runs
+	// noHandoff says why the strategy has no handoff to time; empty when
+	// it has one.
+	noHandoff string
+	// close drops what the plan made: statements, rows. nil: nothing.
+	close func()
+}
+
+// side is the library or the raw SQL in a bench.
+type side struct {
+	// open returns a new client with its own state (a Locker, a pinned
+	// session), as a separate service would have.
+	open func(ctx context.Context) (contender, error)
+	// prepare readies a key before its first use; nil: nothing to do.
+	prepare func(ctx context.Context, key string) error
+	// retries counts attempts repeated after a lost race; nil where clients
+	// wait their turn instead.
+	retries *atomic.Int64
+}
+
+// contender is one client of a bench side. It holds at most one key at a
+// time and is used by one goroutine at a time.
+type contender interface {
+	// acquire takes key, waiting its turn until ctx ends.
+	acquire(ctx context.Context, key string) error
+	// release gives the key back.
+	release(ctx context.Context) error
+	close()
+}
+
+// lockerSide is the library side of a strategy with a Locker: one Locker
+// per client.
+func lockerSide(db *sql.DB, d sqllock.Dialect, newLocker func(*sql.DB, sqllock.Dialect) (sqllock.Locker, func(), error)) side {
+	return side{open: func(context.Context) (contender, error) {
+		l, closeFn, err := newLocker(db, d)
+		if err != nil {
+			return nil, err
+		}
+		return &lockerClient{l: l, closeFn: closeFn}, nil
+	}}
+}
+
+type lockerClient struct {
+	l       sqllock.Locker
+	lease   sqllock.Lease
+	closeFn func()
+}
+
+func (c *lockerClient) acquire(ctx context.Context, key string) error {
+	lease, err := c.l.Acquire(ctx, key)
+	if err != nil {
+		return err
+	}
+	c.lease = lease
+	return nil
+}
+
+func (c *lockerClient) release(ctx context.Context) error {
+	lease := c.lease
+	c.lease = nil
+	return lease.Release(ctx)
+}
+
+func (c *lockerClient) close() {
+	if c.lease != nil {
+		c.lease.Release(context.Background())
+	}
+	c.closeFn()
+}
+
+// cleanupTimeout bounds the statements that drop what a bench made.
+const cleanupTimeout = 10 * time.Second
+
+// benchTablelock sets tablelock beside its own statements run by hand.
+func benchTablelock(_ context.Context, db *sql.DB, d sqllock.Dialect) (*benchPlan, error) {
+	r, err := newRawTablelock(db, d)
+	if err != nil {
+		return nil, err
+	}
+	return &benchPlan{
+		lib: lockerSide(db, d, newTablelock),
+		raw: side{open: func(context.Context) (contender, error) {
+			return &rawTablelockClient{r: r, owner: sqllock.NewOwnerID()}, nil
+		}},
+		op:     "acquire+release",
+		rawSQL: "tablelock's statements by hand, prepared once; waiters retry at once, without sleeping",
+		close:  r.close,
+	}, nil
+}
+
+// rawTablelockClient takes keys through the shared raw statements as one
+// owner. A lock table has no server-side wait, so it polls: the fastest a
+// hand-written waiter can be, at the cost of a busy loop.
+type rawTablelockClient struct {
+	r     *rawTablelock
+	owner string
+	key   string
+	token int64
+}
+
+func (c *rawTablelockClient) acquire(ctx context.Context, key string) error {
+	for {
+		token, won, err := c.r.try(ctx, key, c.owner)
+		if err != nil {
+			return err
+		}
+		if won {
+			c.key, c.token = key, token
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+func (c *rawTablelockClient) release(ctx context.Context) error {
+	return c.r.release(context.WithoutCancel(ctx), c.key, c.owner, c.token)
+}
+
+func (c *rawTablelockClient) close() {}
+
+// rawTablelock is tablelock's uncontended path written out by hand, each
+// statement prepared once: the floor tablelock is measured against.
+type rawTablelock struct {
+	d        sqllock.Dialect
+	db       *sql.DB
+	acq, rel *sql.Stmt
+	fence    *sql.Stmt // SQLite
+}
+
+func newRawTablelock(db *sql.DB, d sqllock.Dialect) (*rawTablelock, error) {
+	var acq, rel, fence string
+	switch d {
+	case sqllock.Postgres:
+		acq = `INSERT INTO sqllock_locks AS t (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
+VALUES ($1, $2, 'raw', 1, nextval('sqllock_fence_seq'), now(), now() + interval '30 seconds')
+ON CONFLICT (lock_key) DO UPDATE SET token = nextval('sqllock_fence_seq'), hold_count = 1, owner = EXCLUDED.owner,
+	acquired_at = now(), expires_at = EXCLUDED.expires_at
+WHERE t.expires_at <= now() RETURNING t.token`
+		rel = `UPDATE sqllock_locks SET hold_count = 0, owner = '', expires_at = now() WHERE lock_key = $1 AND owner = $2 AND token = $3`
+	case sqllock.MySQL:
+		acq = `INSERT INTO sqllock_locks (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
+VALUES (?, ?, 'raw', 1, NEXTVAL(sqllock_fence_seq), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 SECOND)
+ON DUPLICATE KEY UPDATE token = IF(expires_at <= UTC_TIMESTAMP(6), NEXTVAL(sqllock_fence_seq), token),
+	owner = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(owner), owner),
+	expires_at = IF(owner = VALUES(owner), VALUES(expires_at), expires_at)
+RETURNING owner, token`
+		rel = `UPDATE sqllock_locks SET hold_count = 0, owner = '', expires_at = UTC_TIMESTAMP(6) WHERE lock_key = ? AND owner = ? AND token = ?`
+	case sqllock.SQLite:
+		const now = `CAST(unixepoch('subsec') * 1000000 AS INTEGER)`
+		acq = `INSERT INTO sqllock_locks AS t (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
+VALUES (?1, ?2, 'raw', 1, (SELECT value + 1 FROM sqllock_fence WHERE id = 1), ` + now + `, ` + now + ` + 30000000)
+ON CONFLICT (lock_key) DO UPDATE SET token = excluded.token, hold_count = 1, owner = excluded.owner,
+	acquired_at = excluded.acquired_at, expires_at = excluded.expires_at
+WHERE t.expires_at <= ` + now + ` RETURNING token`
+		rel = `UPDATE sqllock_locks SET hold_count = 0, owner = '', expires_at = ` + now + ` WHERE lock_key = ?1 AND owner = ?2 AND token = ?3`
+		fence = `UPDATE sqllock_fence SET value = MAX(value, ?1) WHERE id = 1`
+	default:
+		return nil, fmt.Errorf("raw tablelock: %w: %v", sqllock.ErrUnsupported, d)
+	}
+	r := &rawTablelock{d: d, db: db}
+	var err error
+	if r.acq, err = db.Prepare(acq); err != nil {
+		return nil, err
+	}
+	if r.rel, err = db.Prepare(rel); err != nil {
+		r.close()
+		return nil, err
+	}
+	if fence != "" {
+		if r.fence, err = db.Prepare(fence); err != nil {
+			r.close()
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+func (r *rawTablelock) try(ctx context.Context, key, owner string) (int64, bool, error) {
+	var token int64
+	switch r.d {
+	case sqllock.Postgres:
+		err := r.acq.QueryRowContext(ctx, key, owner).Scan(&token)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, false, nil
+		}
+		return token, err == nil, err
+	case sqllock.MySQL:
+		var got string
+		err := r.acq.QueryRowContext(ctx, key, owner).Scan(&got, &token)
+		if sqlutil.IsDeadlock(err) {
+			return 0, false, nil
+		}
+		return token, err == nil && got == owner, err
+	}
+	tx, err := r.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, false, err
+	}
+	defer tx.Rollback()
+	err = tx.StmtContext(ctx, r.acq).QueryRowContext(ctx, key, owner).Scan(&token)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, tx.Commit()
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	if _, err := tx.StmtContext(ctx, r.fence).ExecContext(ctx, token); err != nil {
+		return 0, false, err
+	}
+	return token, true, tx.Commit()
+}
+
+func (r *rawTablelock) release(ctx context.Context, key, owner string, token int64) error {
+	_, err := r.rel.ExecContext(ctx, key, owner, token)
+	return err
+}
+
+func (r *rawTablelock) close() {
+	for _, st := range []*sql.Stmt{r.acq, r.rel, r.fence} {
+		if st != nil {
+			st.Close()
+		}
+	}
+}
+
+// benchRowlock sets rowlock beside a bare row lock in a transaction, as
+// rowlock's BenchmarkAcquireRelease does.
+func benchRowlock(ctx context.Context, db *sql.DB, d sqllock.Dialect) (*benchPlan, error) {
+	lock := `SELECT 1 FROM sqllock_rows WHERE lock_key = $1 FOR UPDATE`
+	ensure := `INSERT INTO sqllock_rows (lock_key) VALUES ($1) ON CONFLICT DO NOTHING`
+	if d == sqllock.MySQL {
+		lock = `SELECT 1 FROM sqllock_rows WHERE lock_key = ? FOR UPDATE`
+		ensure = `INSERT IGNORE INTO sqllock_rows (lock_key) VALUES (?)`
+	}
+	st, err := db.PrepareContext(ctx, lock)
+	if err != nil {
+		return nil, err
+	}
+	// Both sides leave a row per key; prepare runs on the bench's
+	// goroutine only.
+	var keys []string
+	lib := lockerSide(db, d, newRowlock)
+	lib.prepare = func(_ context.Context, key string) error {
+		keys = append(keys, key)
+		return nil
+	}
+	return &benchPlan{
+		lib: lib,
+		raw: side{
+			open: func(context.Context) (contender, error) { return &rawRowClient{db: db, lock: st}, nil },
+			// The raw lock needs its row: the floor is the lock, not the insert.
+			prepare: func(ctx context.Context, key string) error {
+				keys = append(keys, key)
+				_, err := db.ExecContext(ctx, ensure, key)
+				return err
+			},
+		},
+		op:     "acquire+release",
+		rawSQL: "BEGIN; SELECT ... FOR UPDATE; COMMIT on an existing row, prepared once; waiters queue in the server",
+		close: func() {
+			st.Close()
+			forgetRows(context.Background(), db, d, keys...)
+		},
+	}, nil
+}
+
+// rawRowClient holds a key as a row lock in its own transaction.
+type rawRowClient struct {
+	db   *sql.DB
+	lock *sql.Stmt
+	tx   *sql.Tx
+}
+
+func (c *rawRowClient) acquire(ctx context.Context, key string) error {
+	// database/sql rolls a transaction back when its context ends; this one
+	// must outlive the wait that took it.
+	tx, err := c.db.BeginTx(context.WithoutCancel(ctx), nil)
+	if err != nil {
+		return err
+	}
+	var one int
+	if err := tx.StmtContext(ctx, c.lock).QueryRowContext(ctx, key).Scan(&one); err != nil {
+		tx.Rollback()
+		return err
+	}
+	c.tx = tx
+	return nil
+}
+
+func (c *rawRowClient) release(context.Context) error {
+	tx := c.tx
+	c.tx = nil
+	return tx.Commit()
+}
+
+func (c *rawRowClient) close() {
+	if c.tx != nil {
+		c.tx.Rollback()
+	}
+}
+
+// benchAdvisory sets advisory beside the blocking lock functions on a
+// pinned connection, as advisory's benchmarks do.
+func benchAdvisory(_ context.Context, db *sql.DB, d sqllock.Dialect) (*benchPlan, error) {
+	q := advisorySQL{
+		lock: `SELECT pg_advisory_lock($1)`, unlock: `SELECT pg_advisory_unlock($1)`, unlockAll: `SELECT pg_advisory_unlock_all()`,
+		arg: func(key string) any { return advisory.PostgresKey(advisory.DefaultNamespace, key) },
+	}
+	rawSQL := "pg_advisory_lock/pg_advisory_unlock"
+	if d == sqllock.MySQL {
+		// A bounded wait, repeated: MariaDB answers GET_LOCK(name, -1) with NULL.
+		q = advisorySQL{
+			lock: `SELECT GET_LOCK(?, 60)`, unlock: `SELECT RELEASE_LOCK(?)`, unlockAll: `SELECT RELEASE_ALL_LOCKS()`,
+			arg: func(key string) any { return advisory.MySQLName(advisory.DefaultNamespace, key) },
+		}
+		rawSQL = "GET_LOCK/RELEASE_LOCK"
+	}
+	return &benchPlan{
+		lib: lockerSide(db, d, newAdvisory),
+		raw: side{open: func(ctx context.Context) (contender, error) { return openRawAdvisory(ctx, db, d, q) }},
+		op:  "acquire+release",
+		// The same lock ids as the Locker's, so the server does the same work.
+		rawSQL: rawSQL + " on one pinned connection per client, prepared once; waiters block in the server",
+	}, nil
+}
+
+type advisorySQL struct {
+	lock, unlock, unlockAll string
+	arg                     func(key string) any // the server-side lock id or name
+}
+
+// rawAdvisory holds keys as advisory locks of one pinned session.
+type rawAdvisory struct {
+	d            sqllock.Dialect
+	q            advisorySQL
+	conn         *sql.Conn
+	lock, unlock *sql.Stmt
+	arg          any
+}
+
+func openRawAdvisory(ctx context.Context, db *sql.DB, d sqllock.Dialect, q advisorySQL) (*rawAdvisory, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c := &rawAdvisory{d: d, q: q, conn: conn}
+	if c.lock, err = conn.PrepareContext(ctx, q.lock); err == nil {
+		c.unlock, err = conn.PrepareContext(ctx, q.unlock)
+	}
+	if err != nil {
+		c.close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *rawAdvisory) acquire(ctx context.Context, key string) error {
+	arg := c.q.arg(key)
+	for {
+		if c.d == sqllock.Postgres {
+			var void any
+			if err := c.lock.QueryRowContext(ctx, arg).Scan(&void); err != nil {
+				return err
+			}
+			break
+		}
+		var got sql.NullInt64
+		if err := c.lock.QueryRowContext(ctx, arg).Scan(&got); err != nil {
+			return err
+		}
+		if !got.Valid {
+			return fmt.Errorf("GET_LOCK(%q) returned NULL", arg)
+		}
+		if got.Int64 == 1 {
+			break
+		}
+		if err := ctx.Err(); err != nil { // 0: timed out, still held elsewhere
+			return err
+		}
+	}
+	c.arg = arg
+	return nil
+}
+
+func (c *rawAdvisory) release(ctx context.Context) error {
+	var ok sql.NullBool
+	// An unlock must not be abandoned halfway: the lock would stay on the session.
+	if err := c.unlock.QueryRowContext(context.WithoutCancel(ctx), c.arg).Scan(&ok); err != nil {
+		return err
+	}
+	if !ok.Bool {
+		return fmt.Errorf("raw unlock of %v: not held", c.arg)
+	}
+	return nil
+}
+
+func (c *rawAdvisory) close() {
+	for _, st := range []*sql.Stmt{c.lock, c.unlock} {
+		if st != nil {
+			st.Close()
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	// A session that cannot show it holds nothing must not go back to the
+	// pool, where its locks would be stranded.
+	if _, err := c.conn.ExecContext(ctx, c.q.unlockAll); err != nil {
+		c.conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	c.conn.Close()
+}
+
+// benchOptimistic measures a write that needs no lock: read a row of the
+// demo table, bump its count, write it back only if its version did not
+// move. The library side is optimistic.Modify, as the demo sells through it.
+func benchOptimistic(ctx context.Context, db *sql.DB, d sqllock.Dialect) (*benchPlan, error) {
+	if err := createStockTable(ctx, db); err != nil {
+		return nil, fmt.Errorf("creating the demo table: %v", err)
+	}
+	read := `SELECT units, version FROM sqllock_demo_stock WHERE item = ?`
+	write := `UPDATE sqllock_demo_stock SET units = ?, version = version + 1 WHERE item = ? AND version = ?`
+	if d == sqllock.Postgres {
+		read = `SELECT units, version FROM sqllock_demo_stock WHERE item = $1`
+		write = `UPDATE sqllock_demo_stock SET units = $1, version = version + 1 WHERE item = $2 AND version = $3`
+	}
+	t, err := optimistic.NewTable(d, stockTable, "item", "version")
+	if err != nil {
+		return nil, err
+	}
+	r := &rawCAS{retries: new(atomic.Int64)}
+	if r.read, err = db.PrepareContext(ctx, read); err == nil {
+		r.write, err = db.PrepareContext(ctx, write)
+	}
+	closeAll := func() {
+		t.Close()
+		for _, st := range []*sql.Stmt{r.read, r.write} {
+			if st != nil {
+				st.Close()
+			}
+		}
+	}
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	var items []string // prepare runs on the bench's goroutine only
+	prepare := func(ctx context.Context, key string) error {
+		items = append(items, key)
+		return insertRow(ctx, db, d, key, 0)
+	}
+	libRetries := new(atomic.Int64)
+	return &benchPlan{
+		lib: side{
+			// One Table for all clients, as one service has: Modify queues
+			// this process's writers of a row instead of letting them race.
+			open:    func(context.Context) (contender, error) { return &casClient{db: db, t: t, retries: libRetries}, nil },
+			prepare: prepare, retries: libRetries,
+		},
+		raw: side{
+			open:    func(context.Context) (contender, error) { return r, nil },
+			prepare: prepare, retries: r.retries,
+		},
+		op:        "read + CAS write",
+		rawSQL:    "SELECT, then UPDATE ... WHERE version = ?, prepared once; a lost race re-reads at once",
+		noHandoff: "optimistic writers never wait for each other; a loser re-reads and writes again",
+		close: func() {
+			closeAll()
+			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+			defer cancel()
+			for _, item := range items {
+				deleteRow(ctx, db, d, item)
+			}
+		},
+	}, nil
+}
+
+// casClient bumps a row through optimistic.Modify; release has nothing to
+// give back.
+type casClient struct {
+	db      *sql.DB
+	t       *optimistic.Table
+	retries *atomic.Int64
+}
+
+func (c *casClient) acquire(ctx context.Context, key string) error {
+	n := 0
+	_, err := optimistic.Modify(ctx, c.db, c.t, key, countingPolicy(&n), func(r *stockRow) error {
+		r.Units++
+		return nil
+	})
+	c.retries.Add(int64(n))
+	return err
+}
+
+func (*casClient) release(context.Context) error { return nil }
+func (*casClient) close()                        {}
+
+// rawCAS is the compare-and-swap written out: read the version, write
+// where it is unchanged, read again at once when another writer won. Its
+// statements are shared and safe for concurrent use, so one value serves
+// every client.
+type rawCAS struct {
+	read, write *sql.Stmt
+	retries     *atomic.Int64
+}
+
+func (c *rawCAS) acquire(ctx context.Context, key string) error {
+	for {
+		var units, version int64
+		if err := c.read.QueryRowContext(ctx, key).Scan(&units, &version); err != nil {
+			return err
+		}
+		res, err := c.write.ExecContext(ctx, units+1, key, version)
+		if err != nil && !sqlutil.IsRetryable(err) {
+			return err
+		}
+		if err == nil {
+			n, err := res.RowsAffected()
+			if err != nil || n == 1 {
+				return err
+			}
+		}
+		c.retries.Add(1)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+func (*rawCAS) release(context.Context) error { return nil }
+func (*rawCAS) close()                        {}
