@@ -65,7 +65,7 @@ func (t *Table) gate(db any, id any) chan struct{} {
 	if !t.localQueue {
 		return nil
 	}
-	if _, pool := db.(interface{ Driver() driver.Driver }); !pool {
+	if !isPoolHandle(db) {
 		return nil
 	}
 	var h maphash.Hash
@@ -75,6 +75,14 @@ func (t *Table) gate(db any, id any) chan struct{} {
 }
 
 var gateSeed = maphash.MakeSeed()
+
+// isPoolHandle reports a connection pool (*sql.DB, *sqlx.DB, or a wrapper
+// of one): each statement takes any free connection and commits on its
+// own.
+func isPoolHandle(db any) bool {
+	_, ok := db.(interface{ Driver() driver.Driver })
+	return ok
+}
 
 // NewTable validates and quotes the table name (optionally
 // schema-qualified), its key column and its version column. It does not

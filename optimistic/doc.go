@@ -18,17 +18,20 @@
 // unlike a retry object that counts its own attempts. Conflicts and
 // transient database errors are retried; any other error, or one wrapped
 // with [Stop], ends the loop at once with the caller's own error, which is
-// how "sold out" stops a purchase.
+// how "sold out" stops a purchase. [RetryStats] and [ModifyStats] also
+// report the attempts made ([Stats]), so a caller can watch the retry rate
+// without wrapping the policy.
 //
 // [Load], [Store] and [Modify] are the typed helpers: read a row into a
 // struct, let the caller change it, write it back with the version check,
-// retry on conflict. Structs map to columns through sqlx's own mapper
-// (github.com/jmoiron/sqlx/reflectx: the `db` tag, else the lower-cased
-// field name, embedded structs flattened; a *sqlx.DB, *sqlx.Tx or
-// *sqlx.Conn brings its own mapper) and rows are read with sqlx's
-// StructScan, so a struct already used with sqlx works unchanged. The
-// helpers need only QueryContext and ExecContext, so they take *sql.DB,
-// *sql.Tx and *sql.Conn as well as the sqlx handles.
+// retry on conflict and, on a pool handle, on a transient error (not on a
+// connection lost mid-write: that write may have committed). Structs map to
+// columns through sqlx's own mapper (github.com/jmoiron/sqlx/reflectx: the
+// `db` tag, else the lower-cased field name, embedded structs flattened; a
+// *sqlx.DB, *sqlx.Tx or *sqlx.Conn brings its own mapper) and rows are read
+// with sqlx's StructScan, so a struct already used with sqlx works
+// unchanged. The helpers need only QueryContext and ExecContext, so they
+// take *sql.DB, *sql.Tx and *sql.Conn as well as the sqlx handles.
 //
 // # When optimistic beats rowlock, and when it collapses
 //

@@ -374,7 +374,7 @@ func TestConcurrentModify(t *testing.T) {
 			wg.Go(func() {
 				for range each {
 					tries := 0
-					_, err := optimistic.Modify(ctx, db.DB, tb, 1, optimistic.LimitAttempts(optimistic.ExponentialBackoff(100*time.Microsecond, 20*time.Millisecond), 1000), func(it *item) error {
+					_, st, err := optimistic.ModifyStats(ctx, db.DB, tb, 1, optimistic.LimitAttempts(optimistic.ExponentialBackoff(100*time.Microsecond, 20*time.Millisecond), 1000), func(it *item) error {
 						tries++
 						v := it.Qty
 						time.Sleep(time.Duration(rand.N(200)) * time.Microsecond) // widen the race
@@ -384,6 +384,9 @@ func TestConcurrentModify(t *testing.T) {
 					if err != nil {
 						t.Error(err)
 						return
+					}
+					if st.Attempts != tries || st.Conflicts != tries-1 || st.Transient != 0 {
+						t.Errorf("fn ran %d times, stats %+v", tries, st)
 					}
 					conflicts.Add(int64(tries - 1))
 				}

@@ -133,34 +133,61 @@ func Stop(err error) error {
 // returned it. When p gives up, the error says how many attempts were made
 // and wraps the last one, so it still matches ErrConflict. When ctx ends,
 // the last error is joined with ctx.Err(). A nil p means DefaultPolicy.
+// RetryStats also reports how many attempts were made.
 func Retry(ctx context.Context, p Policy, fn func(ctx context.Context) error) error {
+	_, err := RetryStats(ctx, p, fn)
+	return err
+}
+
+// Stats is what one Retry or Modify call did. Attempts-1 is the number of
+// retries. Conflicts and Transient count, by cause, the failed attempts
+// that were worth another try, even when the policy or the context then
+// allowed none; an error that ended the call at once (a Stop, a permanent
+// error) is in neither.
+type Stats struct {
+	Attempts  int // calls of the function, the last one included
+	Conflicts int // failed with an error matching sqllock.ErrConflict
+	Transient int // failed with a transient database error
+}
+
+// RetryStats is Retry, and also reports the attempts it made, on failure as
+// well as on success, so that callers can watch the retry rate without
+// wrapping the policy.
+func RetryStats(ctx context.Context, p Policy, fn func(ctx context.Context) error) (Stats, error) {
+	var st Stats
 	if fn == nil {
-		return fmt.Errorf("optimistic: retry: %w: nil function", sqllock.ErrInvalidOption)
+		return st, fmt.Errorf("optimistic: retry: %w: nil function", sqllock.ErrInvalidOption)
 	}
 	if p == nil {
 		p = DefaultPolicy
 	}
 	if err := validatePolicy(p); err != nil {
-		return fmt.Errorf("optimistic: retry: %w", err)
+		return st, fmt.Errorf("optimistic: retry: %w", err)
 	}
 	var timer *time.Timer
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
-			return err
+			return st, err
 		}
+		st.Attempts = attempt
 		err := fn(ctx)
 		if err == nil {
-			return nil
+			return st, nil
 		}
 		if s, ok := errors.AsType[stopErr](err); ok {
-			return s.err
+			return st, s.err
 		}
-		if !retryable(err) {
-			return err
+		switch {
+		case errors.Is(err, sqllock.ErrConflict):
+			st.Conflicts++
+		case sqlutil.IsRetryable(err):
+			st.Transient++
+		default:
+			return st, err
 		}
 		pause, again := p.Backoff(attempt)
 		if !again {
-			return fmt.Errorf("optimistic: gave up after %d attempts: %w", attempt, err)
+			return st, fmt.Errorf("optimistic: gave up after %d attempts: %w", attempt, err)
 		}
 		if pause <= 0 {
 			continue
@@ -173,12 +200,8 @@ func Retry(ctx context.Context, p Policy, fn func(ctx context.Context) error) er
 		}
 		select {
 		case <-ctx.Done():
-			return errors.Join(err, ctx.Err())
+			return st, errors.Join(err, ctx.Err())
 		case <-timer.C:
 		}
 	}
-}
-
-func retryable(err error) bool {
-	return errors.Is(err, sqllock.ErrConflict) || sqlutil.IsRetryable(err)
 }

@@ -3,15 +3,18 @@ package optimistic
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"reflect"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jmoiron/sqlx"
 	"github.com/jmoiron/sqlx/reflectx"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/sqlutil"
 )
 
 // Load reads the row of t whose key is id into a T, a struct mapped to
@@ -55,23 +58,45 @@ func Store[T any](ctx context.Context, db Execer, t *Table, v *T) error {
 // version check, starting again from a fresh read when another writer got
 // there first. An error from fn ends Modify at once with that error (fn
 // need not wrap it with Stop), and nothing is written. It returns the row as
-// stored. A nil p means DefaultPolicy.
+// stored. A nil p means DefaultPolicy. ModifyStats also reports how many
+// attempts were made.
 //
 // Pass a *sql.DB (or a *sqlx.DB): each attempt then reads the latest
 // committed row, and callers of one process on one row queue up instead of
-// racing (see WithLocalQueue). Inside a REPEATABLE READ or SERIALIZABLE transaction every
-// retry would read the same snapshot and conflict again.
+// racing (see WithLocalQueue). Transient database errors (deadlocks,
+// serialization failures, SQLite busy, a dropped connection) are retried
+// there too, under the same policy, except a connection lost during the
+// write: the write may have committed with only its reply lost, and running
+// fn again would apply the change twice, so that error is returned.
+//
+// On a transaction, or a pinned connection that may carry one, a transient
+// error ends Modify: the server has aborted the transaction (PostgreSQL) or
+// rolled it back (a MySQL deadlock), so a retry would fail or run outside
+// it; retry the whole transaction instead. Conflicts are still retried there, but inside
+// a REPEATABLE READ or SERIALIZABLE transaction every retry would read the
+// same snapshot and conflict again.
 func Modify[T any](ctx context.Context, db Querier, t *Table, id any, p Policy, fn func(*T) error) (T, error) {
+	v, _, err := ModifyStats(ctx, db, t, id, p, fn)
+	return v, err
+}
+
+// ModifyStats is Modify, and also reports the attempts it made, on failure
+// as well as on success (see Stats). An attempt is one read, one call of fn
+// and one write.
+func ModifyStats[T any](ctx context.Context, db Querier, t *Table, id any, p Policy, fn func(*T) error) (T, Stats, error) {
 	var out T
 	if fn == nil {
-		return out, fmt.Errorf("optimistic: modify %s %v: %w: nil function", t.name, id, sqllock.ErrInvalidOption)
+		return out, Stats{}, fmt.Errorf("optimistic: modify %s %v: %w: nil function", t.name, id, sqllock.ErrInvalidOption)
 	}
 	m, err := mappingOf[T](t, db)
 	if err != nil {
-		return out, fmt.Errorf("optimistic: modify %s %v: %w", t.name, id, err)
+		return out, Stats{}, fmt.Errorf("optimistic: modify %s %v: %w", t.name, id, err)
 	}
+	// Only a pool runs each statement in its own transaction, so only there
+	// is a statement that failed transiently safe to run again.
+	transientOK := isPoolHandle(db)
 	gate := t.gate(db, id)
-	err = Retry(ctx, p, func(ctx context.Context) error {
+	st, err := RetryStats(ctx, p, func(ctx context.Context) error {
 		if gate != nil {
 			select {
 			case gate <- struct{}{}:
@@ -82,13 +107,17 @@ func Modify[T any](ctx context.Context, db Querier, t *Table, id any, p Policy, 
 		}
 		var v T
 		if err := t.load(ctx, db, m, id, &v); err != nil {
-			return Stop(fmt.Errorf("optimistic: load %s %v: %w", t.name, id, err))
+			err = fmt.Errorf("optimistic: load %s %v: %w", t.name, id, err)
+			if transientOK && sqlutil.IsRetryable(err) {
+				return err // a read can always be repeated
+			}
+			return Stop(err)
 		}
 		if err := fn(&v); err != nil {
 			return Stop(err)
 		}
 		if err := t.store(ctx, db, m, reflect.ValueOf(&v).Elem()); err != nil {
-			if errors.Is(err, sqllock.ErrConflict) {
+			if errors.Is(err, sqllock.ErrConflict) || transientOK && sqlutil.IsRetryable(err) && !writeInDoubt(err) {
 				return err
 			}
 			return Stop(err)
@@ -96,7 +125,14 @@ func Modify[T any](ctx context.Context, db Querier, t *Table, id any, p Policy, 
 		out = v
 		return nil
 	})
-	return out, err
+	return out, st, err
+}
+
+// writeInDoubt reports a connection lost while a write may have reached
+// the server. Only driver.ErrBadConn and pgconn's SafeToRetry promise that
+// nothing was sent.
+func writeInDoubt(err error) bool {
+	return sqlutil.IsConnLoss(err) && !errors.Is(err, driver.ErrBadConn) && !pgconn.SafeToRetry(err)
 }
 
 // load reads the row into dest, a pointer to m's struct type, with sqlx's
