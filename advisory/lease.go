@@ -5,9 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/leasestate"
 )
 
 var _ sqllock.Lease = (*Lease)(nil)
@@ -21,12 +21,7 @@ type Lease struct {
 	key   string
 	owner string
 	token int64
-
-	mu       sync.Mutex
-	done     chan struct{}
-	ended    bool
-	released bool
-	err      error
+	st    leasestate.State
 }
 
 // Key returns the key held.
@@ -44,26 +39,11 @@ func (s *Lease) Owner() string { return s.owner }
 func (s *Lease) Shared() bool { return s.e.mode == shared }
 
 // Done is closed when the lease is released or lost.
-func (s *Lease) Done() <-chan struct{} { return s.done }
+func (s *Lease) Done() <-chan struct{} { return s.st.Done() }
 
 // Err is nil while the lease is held, matches sqllock.ErrLockLost after its
 // session failed and sqllock.ErrReleased after Release.
-func (s *Lease) Err() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
-}
-
-func (s *Lease) end(err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ended {
-		return
-	}
-	s.ended = true
-	s.err = err
-	close(s.done)
-}
+func (s *Lease) Err() error { return s.st.Err() }
 
 // Release gives the hold back; the server lock goes with the last hold that
 // shares it. The first call after a loss returns an error matching
@@ -72,13 +52,9 @@ func (s *Lease) end(err error) {
 // safe to defer with a context that has ended; the statement has its own
 // timeout.
 func (s *Lease) Release(ctx context.Context) error {
-	s.mu.Lock()
-	if s.released {
-		s.mu.Unlock()
+	if !s.st.MarkReleased() {
 		return fmt.Errorf("advisory: release %q: %w", s.key, sqllock.ErrReleased)
 	}
-	s.released = true
-	s.mu.Unlock()
 
 	l, e := s.l, s.e
 	l.mu.Lock()
@@ -90,7 +66,7 @@ func (s *Lease) Release(ctx context.Context) error {
 	delete(e.leases, s)
 	if len(e.leases) > 0 {
 		l.mu.Unlock()
-		s.end(sqllock.ErrReleased)
+		s.st.End(sqllock.ErrReleased)
 		return nil
 	}
 	e.state = stReleasing
@@ -116,7 +92,7 @@ func (s *Lease) Release(ctx context.Context) error {
 		return nil
 	})
 	wakeups.signal(e.id.wake)
-	defer s.end(sqllock.ErrReleased)
+	defer s.st.End(sqllock.ErrReleased)
 
 	l.mu.Lock()
 	lostErr := e.lostErr

@@ -229,7 +229,7 @@ func (e *entry) hasOwner(owner string) bool {
 
 // addLease adds a lease on a held entry. Locker.mu held.
 func (l *Locker) addLease(e *entry, owner string) *Lease {
-	s := &Lease{l: l, e: e, key: e.key, owner: owner, token: e.token, done: make(chan struct{})}
+	s := &Lease{l: l, e: e, key: e.key, owner: owner, token: e.token}
 	e.leases[s] = struct{}{}
 	return s
 }
@@ -414,7 +414,7 @@ func (l *Locker) loseSession(s *session, cause error) {
 	}
 	l.mu.Unlock()
 	for i, s := range leases {
-		s.end(errs[i])
+		s.st.End(errs[i])
 	}
 	for _, x := range ended {
 		wakeups.signal(x.e.id.wake)

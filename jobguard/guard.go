@@ -274,36 +274,11 @@ func (g *Guard) List(ctx context.Context) ([]Info, error) {
 			return nil, fmt.Errorf("jobguard: list: %w", err)
 		}
 		in.Running = owner != ""
-		in.LockedAt, in.LockedUntil = toTime(at), toTime(until)
+		in.LockedAt, in.LockedUntil = sqlutil.ToTime(at), sqlutil.ToTime(until)
 		out = append(out, in)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("jobguard: list: %w", err)
 	}
 	return out, nil
-}
-
-// toTime reads a timestamp column whatever the driver made of it: a
-// time.Time (pgx), text (MySQL without parseTime) or microseconds since the
-// epoch (SQLite).
-func toTime(v any) time.Time {
-	switch t := v.(type) {
-	case time.Time:
-		return t.UTC()
-	case int64:
-		return time.UnixMicro(t).UTC()
-	case []byte:
-		return parseTime(string(t))
-	case string:
-		return parseTime(t)
-	}
-	return time.Time{}
-}
-
-func parseTime(s string) time.Time {
-	t, err := time.Parse("2006-01-02 15:04:05.999999", s)
-	if err != nil {
-		return time.Time{}
-	}
-	return t
 }

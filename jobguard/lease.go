@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/leasestate"
 	"github.com/sqllock/sqllock/internal/sqlutil"
 )
 
@@ -22,25 +22,20 @@ type Lease struct {
 	token    int64
 	deadline time.Time
 	timer    *time.Timer
-
-	mu       sync.Mutex
-	done     chan struct{}
-	ended    bool
-	released bool
-	err      error
+	st       leasestate.State
 }
 
 // newLease records a won attempt. start is when the statement was sent: the
 // database set locked_until from a clock reading no earlier than that.
 func (g *Guard) newLease(job Job, token int64, start time.Time) *Lease {
-	s := &Lease{g: g, job: job, token: token, done: make(chan struct{})}
+	s := &Lease{g: g, job: job, token: token}
 	s.deadline = start.Add(job.AtMost - job.AtMost/10)
 	s.timer = time.AfterFunc(time.Until(s.deadline), s.expire)
 	return s
 }
 
 func (s *Lease) expire() {
-	s.end(fmt.Errorf("jobguard: run of %q (token %d): %w: ran past its hold-at-most %v", s.job.Name, s.token, sqllock.ErrLockLost, s.job.AtMost))
+	s.st.End(fmt.Errorf("jobguard: run of %q (token %d): %w: ran past its hold-at-most %v", s.job.Name, s.token, sqllock.ErrLockLost, s.job.AtMost))
 }
 
 // Key returns the job's name.
@@ -50,7 +45,7 @@ func (s *Lease) Key() string { return s.job.Name }
 func (s *Lease) Token() int64 { return s.token }
 
 // Done is closed when the lease is released or its hold-at-most is spent.
-func (s *Lease) Done() <-chan struct{} { return s.done }
+func (s *Lease) Done() <-chan struct{} { return s.st.Done() }
 
 // Err is nil while the run holds the job, matches sqllock.ErrLockLost once
 // it held it too long, and sqllock.ErrReleased after Release. It checks the
@@ -60,20 +55,7 @@ func (s *Lease) Err() error {
 	if time.Now().After(s.deadline) {
 		s.expire()
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
-}
-
-func (s *Lease) end(err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ended {
-		return
-	}
-	s.ended = true
-	s.err = err
-	close(s.done)
+	return s.st.Err()
 }
 
 // Release ends the run: the job stays taken until AtLeast has passed since
@@ -82,20 +64,16 @@ func (s *Lease) end(err error) {
 // no other runner has it), any second call sqllock.ErrReleased. It runs
 // detached from ctx's cancellation, bounded by its own timeout.
 func (s *Lease) Release(ctx context.Context) error {
-	s.mu.Lock()
-	if s.released {
-		s.mu.Unlock()
+	if !s.st.MarkReleased() {
 		return fmt.Errorf("jobguard: release %q: %w", s.job.Name, sqllock.ErrReleased)
 	}
-	s.released = true
-	s.mu.Unlock()
 	s.timer.Stop()
 	lostErr := s.Err()
 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	n, relErr := s.g.release(ctx, s.job, s.token)
-	s.end(sqllock.ErrReleased)
+	s.st.End(sqllock.ErrReleased)
 	switch {
 	case lostErr != nil:
 		return lostErr

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/sqlutil"
@@ -58,7 +57,7 @@ func CreateTable(ctx context.Context, db *sql.DB, d sqllock.Dialect, table strin
 	if err != nil {
 		return err
 	}
-	if _, err := db.ExecContext(ctx, strings.TrimSuffix(ddl, ";")); err != nil {
+	if err := sqlutil.ExecScript(ctx, db, ddl); err != nil {
 		return fmt.Errorf("jobguard: create table %s: %w", table, err)
 	}
 	return nil

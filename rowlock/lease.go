@@ -5,9 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/leasestate"
 	"github.com/sqllock/sqllock/internal/sqlutil"
 )
 
@@ -26,16 +26,11 @@ type Lease struct {
 	// MariaDB connection ids are reused): the transaction's xid on
 	// PostgreSQL, the server's start on MariaDB. See monitor.check.
 	life int64
-
-	mu       sync.Mutex
-	done     chan struct{}
-	ended    bool  // done is closed
-	released bool  // Release or Rollback was called
-	err      error // why the lease ended
+	st   leasestate.State // MarkReleased by Release or Rollback
 }
 
 func newLease(l *Locker, p *pinned, key string, token, session, life int64) *Lease {
-	return &Lease{l: l, p: p, key: key, token: token, session: session, life: life, done: make(chan struct{})}
+	return &Lease{l: l, p: p, key: key, token: token, session: session, life: life}
 }
 
 // Key returns the key held.
@@ -53,42 +48,20 @@ func (s *Lease) Token() int64 { return s.token }
 func (s *Lease) Tx() *sql.Tx { return s.p.tx }
 
 // Done is closed when the lease is released or lost.
-func (s *Lease) Done() <-chan struct{} { return s.done }
+func (s *Lease) Done() <-chan struct{} { return s.st.Done() }
 
 // Err is nil while the lease is held. After a loss it matches
 // sqllock.ErrLockLost, after Release or Rollback sqllock.ErrReleased.
-func (s *Lease) Err() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
-}
-
-// end closes the lease once with err.
-func (s *Lease) end(err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ended {
-		return
-	}
-	s.ended = true
-	s.err = err
-	close(s.done)
-}
+func (s *Lease) Err() error { return s.st.Err() }
 
 // lose ends a lease whose session or transaction is gone. The transaction
 // is rolled back (it cannot commit any more) and its connection returned.
 func (s *Lease) lose(cause string) {
-	s.mu.Lock()
-	if s.released || s.ended {
-		s.mu.Unlock()
+	// Lose and MarkReleased share one lock: either Release sees the loss,
+	// or the loss sees the Release.
+	if !s.st.Lose(fmt.Errorf("rowlock: lease %q (token %d): %w: %s", s.key, s.token, sqllock.ErrLockLost, cause)) {
 		return
 	}
-	// Marked under the same lock Release checks: either Release sees the
-	// loss, or the loss sees the Release.
-	s.ended = true
-	s.err = fmt.Errorf("rowlock: lease %q (token %d): %w: %s", s.key, s.token, sqllock.ErrLockLost, cause)
-	close(s.done)
-	s.mu.Unlock()
 	s.l.cfg.logger.Warn("rowlock: lease lost", "key", s.key, "token", s.token, "cause", cause)
 	s.l.mon.remove(s)
 	// The rollback waits for any statement the holder still runs on the
@@ -116,14 +89,10 @@ func (s *Lease) Rollback(ctx context.Context) error {
 }
 
 func (s *Lease) finish(op string, end func(*sql.Tx) error) error {
-	s.mu.Lock()
-	if s.released {
-		s.mu.Unlock()
+	if !s.st.MarkReleased() {
 		return fmt.Errorf("rowlock: %s %q: %w", op, s.key, sqllock.ErrReleased)
 	}
-	s.released = true
-	lost := s.err
-	s.mu.Unlock()
+	lost := s.st.Err() // a loss, if any: none can come after MarkReleased
 	s.l.mon.remove(s)
 	if lost != nil {
 		return lost
@@ -133,7 +102,7 @@ func (s *Lease) finish(op string, end func(*sql.Tx) error) error {
 	s.p.close(err != nil && sqlutil.IsConnLoss(err))
 	switch {
 	case err == nil:
-		s.end(sqllock.ErrReleased)
+		s.st.End(sqllock.ErrReleased)
 		return nil
 	case errors.Is(err, sql.ErrTxDone):
 		err = fmt.Errorf("rowlock: %s %q: %w: the transaction was ended outside the lease", op, s.key, sqllock.ErrLockLost)
@@ -142,7 +111,7 @@ func (s *Lease) finish(op string, end func(*sql.Tx) error) error {
 	default:
 		err = fmt.Errorf("rowlock: %s %q: %w", op, s.key, err)
 	}
-	s.end(sqllock.ErrReleased)
+	s.st.End(sqllock.ErrReleased)
 	return err
 }
 

@@ -1,5 +1,6 @@
 // Package sqlutil holds the dialect details shared by the strategies:
-// identifier validation and quoting, and classification of driver errors.
+// identifier validation and quoting, classification of driver errors,
+// reading timestamp columns and running DDL scripts.
 package sqlutil
 
 import (
