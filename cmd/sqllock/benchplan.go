@@ -507,12 +507,11 @@ type casClient struct {
 }
 
 func (c *casClient) acquire(ctx context.Context, key string) error {
-	n := 0
-	_, err := optimistic.Modify(ctx, c.db, c.t, key, countingPolicy(&n), func(r *stockRow) error {
+	_, st, err := optimistic.ModifyStats(ctx, c.db, c.t, key, casPolicy, func(r *stockRow) error {
 		r.Units++
 		return nil
 	})
-	c.retries.Add(int64(n))
+	c.retries.Add(int64(retriesOf(st)))
 	return err
 }
 

@@ -306,11 +306,12 @@ func (s *stock) key() string { return "sqllock-demo/stock/" + s.item }
 
 // retryTransient runs try again while it fails with a transient database
 // error (deadlock, serialization failure, SQLite busy), at most 100 times,
-// and counts the repeats.
+// and counts the repeats. A connection lost mid-statement is not retried:
+// the sale may have committed with only the reply lost.
 func retryTransient(try func() error) (retries int, err error) {
 	for {
 		err = try()
-		if err == nil || !sqlutil.IsRetryable(err) || retries >= 100 {
+		if err == nil || !sqlutil.IsRetryable(err) || sqlutil.IsConnLoss(err) || retries >= 100 {
 			return retries, err
 		}
 		retries++
@@ -360,18 +361,8 @@ func rowlockBuy(ctx context.Context, l sqllock.Locker, s *stock) (sold bool, ret
 // livelock.
 var casPolicy = optimistic.LimitAttempts(optimistic.ExponentialBackoff(optimistic.DefaultMinBackoff, optimistic.DefaultMaxBackoff), 1000)
 
-// countingPolicy is casPolicy counting into n the attempts it lets
-// repeat. Make one per call: Modify asks it from one goroutine, so n needs
-// no lock.
-func countingPolicy(n *int) optimistic.Policy {
-	return optimistic.PolicyFunc(func(attempt int) (time.Duration, bool) {
-		pause, again := casPolicy.Backoff(attempt)
-		if again {
-			*n++
-		}
-		return pause, again
-	})
-}
+// retriesOf is the attempts a call repeated.
+func retriesOf(st optimistic.Stats) int { return max(st.Attempts-1, 0) }
 
 var errSoldOut = errors.New("sold out")
 
@@ -379,22 +370,19 @@ var errSoldOut = errors.New("sold out")
 // back only if its version did not move, and re-read on a conflict. The
 // retries are the lost races.
 func optimisticBuy(ctx context.Context, _ sqllock.Locker, s *stock) (sold bool, retries int, err error) {
-	conflicts := 0
-	transient, err := retryTransient(func() error {
-		_, err := optimistic.Modify(ctx, s.db, s.cas, s.item, countingPolicy(&conflicts), func(r *stockRow) error {
-			if r.Units <= 0 {
-				return errSoldOut
-			}
-			s.pause()
-			r.Units--
-			return nil
-		})
-		return err
+	// ModifyStats retries conflicts and transient errors itself.
+	_, st, err := optimistic.ModifyStats(ctx, s.db, s.cas, s.item, casPolicy, func(r *stockRow) error {
+		if r.Units <= 0 {
+			return errSoldOut
+		}
+		s.pause()
+		r.Units--
+		return nil
 	})
 	if errors.Is(err, errSoldOut) {
-		return false, conflicts + transient, nil
+		return false, retriesOf(st), nil
 	}
-	return err == nil, conflicts + transient, err
+	return err == nil, retriesOf(st), err
 }
 
 func unlockedBuy(ctx context.Context, _ sqllock.Locker, s *stock) (bool, int, error) {
