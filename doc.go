@@ -6,14 +6,23 @@
 // out a [Lease] on a string key; the lease carries a fencing token
 // ([Lease.Token]) that strictly increases for each new holder of a key, and
 // closes [Lease.Done] when it is lost. [Do] runs a function under a lease and
-// cancels the function's context the moment the lease is lost.
+// cancels the function's context the moment the lease is lost; the context
+// carries the lease, so the writes can fence themselves with [TokenFrom].
+// [AcquireAll] takes several keys in one fixed order, so holders of
+// overlapping sets never deadlock.
 //
 // The strategies live in their own packages:
 //
 //   - tablelock: rows of a lock table with an expiry, renewed in the
 //     background; works on every dialect and survives connection loss.
-//   - reaper: deletes expired rows of the lock table.
-//   - migrations: the schema, as goose migrations embedded in the module.
+//   - rowlock: SELECT ... FOR UPDATE held in an open transaction.
+//   - advisory: PostgreSQL advisory locks and MySQL/MariaDB GET_LOCK.
+//   - optimistic: version-column compare-and-swap, and striped counters.
+//
+// Around them: fence (the resource-side check that refuses a stale
+// holder's write), jobguard (run a job once per period across replicas),
+// reaper (deletes expired rows of the lock table), and migrations (the
+// schema, as goose migrations embedded in the module).
 //
 // Errors are matched with errors.Is against the sentinels below: the three
 // outcomes a caller must tell apart are "held by someone else"
