@@ -29,6 +29,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/fence"
 	"github.com/sqllock/sqllock/jobguard"
 	"github.com/sqllock/sqllock/migrations"
 )
@@ -61,15 +62,19 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	// Every replica runs the migrations at start: goose takes a lock, so
-	// concurrent starts apply each one once.
-	if err := migrateUp(ctx, db, d); err != nil {
+	// Every replica runs the migrations at start: concurrent starts apply
+	// each one once.
+	if err := migrations.Up(ctx, db, d); err != nil {
 		log.Fatal(err)
 	}
 	if err := createResultTable(ctx, db); err != nil {
 		log.Fatal(err)
 	}
 	guard, err := jobguard.New(db, d)
+	if err != nil {
+		log.Fatal(err)
+	}
+	f, err := fence.New(d)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -89,7 +94,7 @@ func main() {
 			return
 		}
 		ran, err := guard.Run(ctx, job, func(ctx context.Context) error {
-			return report(ctx, db, d)
+			return report(ctx, db, d, f)
 		})
 		switch {
 		case err != nil:
@@ -100,35 +105,26 @@ func main() {
 	}
 }
 
-// report is the job: it records the run with a fenced write.
-func report(ctx context.Context, db *sql.DB, d sqllock.Dialect) error {
+// report is the job: it records the run with a fenced write, applied only
+// if no later run (a larger token) has written already.
+func report(ctx context.Context, db *sql.DB, d sqllock.Dialect, f *fence.Fence) error {
 	token, _ := sqllock.TokenFrom(ctx)
 	time.Sleep(100 * time.Millisecond) // the work
-	q := `UPDATE nightly_report SET last_token = ?, ran_by = ?, ran_at = ? WHERE id = 1 AND last_token < ?`
+	q := `UPDATE nightly_report SET last_token = ?, ran_by = ?, ran_at = ? WHERE id = 1`
 	if d == sqllock.Postgres {
-		q = `UPDATE nightly_report SET last_token = $1, ran_by = $2, ran_at = $3 WHERE id = 1 AND last_token < $4`
+		q = `UPDATE nightly_report SET last_token = $1, ran_by = $2, ran_at = $3 WHERE id = 1`
 	}
-	res, err := db.ExecContext(ctx, q, token, sqllock.Host(), time.Now().UTC().Format(time.RFC3339Nano), token)
+	// Write checks the run's token (from ctx) in the same transaction as
+	// the update: a stale run gets sqllock.ErrStaleToken and writes nothing.
+	err := f.Write(ctx, db, "nightly_report", func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, q, token, sqllock.Host(), time.Now().UTC().Format(time.RFC3339Nano))
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("token %d: %w: a later run already reported", token, sqllock.ErrStaleToken)
-	}
 	log.Printf("ran the report with fencing token %d", token)
 	return nil
-}
-
-// migrateUp runs the migrations, retrying while another replica creating a
-// fresh SQLite file holds it busy.
-func migrateUp(ctx context.Context, db *sql.DB, d sqllock.Dialect) error {
-	for attempt := 1; ; attempt++ {
-		err := migrations.Up(ctx, db, d)
-		if err == nil || attempt == 10 || !strings.Contains(err.Error(), "SQLITE_BUSY") {
-			return err
-		}
-		time.Sleep(time.Duration(attempt) * 50 * time.Millisecond)
-	}
 }
 
 func createResultTable(ctx context.Context, db *sql.DB) error {
