@@ -2,6 +2,7 @@ package tablelock_test
 
 import (
 	"context"
+	"database/sql"
 	"slices"
 	"testing"
 	"time"
@@ -31,7 +32,22 @@ ON DUPLICATE KEY UPDATE token = IF(expires_at <= UTC_TIMESTAMP(6), NEXTVAL(sqllo
 RETURNING token`,
 		`UPDATE sqllock_locks SET hold_count = 0, owner = '', expires_at = UTC_TIMESTAMP(6) WHERE lock_key = ? AND owner = ? AND token = ?`,
 	},
+	// SQLite has no sequence: the acquire runs in a transaction with the
+	// bump of the fence row (rawSQLiteFence), as tablelock's does.
+	sqllock.SQLite: {
+		`INSERT INTO sqllock_locks AS t (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
+VALUES (?1, ?2, 'raw', 1, (SELECT value + 1 FROM sqllock_fence WHERE id = 1), ` + sqliteNow + `, ` + sqliteNow + ` + 30000000)
+ON CONFLICT (lock_key) DO UPDATE SET token = excluded.token, hold_count = 1, owner = excluded.owner,
+	acquired_at = excluded.acquired_at, expires_at = excluded.expires_at
+WHERE t.expires_at <= ` + sqliteNow + ` RETURNING token`,
+		`UPDATE sqllock_locks SET hold_count = 0, owner = '', expires_at = ` + sqliteNow + ` WHERE lock_key = ?1 AND owner = ?2 AND token = ?3`,
+	},
 }
+
+const (
+	sqliteNow      = `CAST(unixepoch('subsec') * 1000000 AS INTEGER)`
+	rawSQLiteFence = `UPDATE sqllock_fence SET value = MAX(value, ?1) WHERE id = 1`
+)
 
 // BenchmarkAcquireRelease: uncontended Acquire+Release through tablelock
 // beside the same two statements run by hand (prepared once, as a careful
@@ -69,10 +85,19 @@ func BenchmarkAcquireRelease(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer rel.Close()
+				var fence *sql.Stmt
+				if d == sqllock.SQLite {
+					if fence, err = db.PrepareContext(ctx, rawSQLiteFence); err != nil {
+						b.Fatal(err)
+					}
+					defer fence.Close()
+				}
 				key, owner := locktest.Key(b), sqllock.NewOwnerID()
 				for b.Loop() {
 					var token int64
-					if err := acq.QueryRowContext(ctx, key, owner).Scan(&token); err != nil {
+					if fence != nil {
+						token = rawSQLiteAcquire(b, db.DB, acq, fence, key, owner)
+					} else if err := acq.QueryRowContext(ctx, key, owner).Scan(&token); err != nil {
 						b.Fatal(err)
 					}
 					if _, err := rel.ExecContext(ctx, key, owner, token); err != nil {
@@ -82,6 +107,27 @@ func BenchmarkAcquireRelease(b *testing.B) {
 			})
 		})
 	}
+}
+
+// rawSQLiteAcquire takes key and bumps the fence row in one transaction.
+func rawSQLiteAcquire(b *testing.B, db *sql.DB, acq, fence *sql.Stmt, key, owner string) int64 {
+	ctx := context.Background()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tx.Rollback()
+	var token int64
+	if err := tx.StmtContext(ctx, acq).QueryRowContext(ctx, key, owner).Scan(&token); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := tx.StmtContext(ctx, fence).ExecContext(ctx, token); err != nil {
+		b.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		b.Fatal(err)
+	}
+	return token
 }
 
 // BenchmarkHandoff measures release → a blocked waiter in another Locker

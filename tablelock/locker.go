@@ -29,7 +29,8 @@ type Locker struct {
 	host    string
 	stmts   stmtCache
 	waiters waiters
-	ln      *listener // nil unless PostgreSQL with notifications
+	ln      *listener      // nil unless PostgreSQL with notifications
+	bg      sync.WaitGroup // give-backs of cancelled tries still in flight
 
 	mu     sync.Mutex
 	holds  map[holdID]*hold
@@ -61,16 +62,17 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
 		stmts: stmtCache{db: db},
 		holds: make(map[holdID]*hold),
 	}
-	l.waiters.m = make(map[string]*waitEntry)
+	l.waiters.m = make(map[string][]*waiter)
 	if d == sqllock.Postgres && cfg.notify {
 		l.ln = newListener(db, q.channel, &l.waiters, cfg.logger)
 	}
 	return l, nil
 }
 
-// Close stops the Locker's listener and refuses new acquisitions. Leases
-// already held keep renewing until they are released. Close never closes
-// the *sql.DB.
+// Close stops the Locker's listener and refuses new acquisitions, and waits
+// for cancelled Acquires to give back what their last statement took.
+// Leases already held keep renewing until they are released. Close never
+// closes the *sql.DB.
 func (l *Locker) Close() error {
 	l.mu.Lock()
 	l.closed = true
@@ -78,6 +80,7 @@ func (l *Locker) Close() error {
 	if l.ln != nil {
 		l.ln.close()
 	}
+	l.bg.Wait() // bounded by releaseTimeout
 	return nil
 }
 
@@ -111,7 +114,7 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (sqllock.Le
 	if err := sqllock.ValidateKey(key); err != nil {
 		return nil, fmt.Errorf("tablelock: acquire %q: %w", key, err)
 	}
-	owner, fresh, err := sqllock.ResolveOwner(ctx)
+	owner, _, err := sqllock.ResolveOwner(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("tablelock: acquire %q: %w", key, err)
 	}
@@ -137,71 +140,158 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (sqllock.Le
 		}
 	}
 
+	// Blocking Acquires queue per key in arrival order, and a release wakes
+	// only the head: waking every waiter would send them all to the row for
+	// one winner. One joining behind others waits its turn instead of
+	// barging in, unless its owner holds the key (reentry would wait for
+	// itself). Joined before the first try, so a release between a refused
+	// try and the wait is not missed.
+	var wt *waiter
+	skip := false
+	if wait {
+		var ahead bool
+		wt, ahead = l.waiters.join(key)
+		skip = ahead && !l.holding(key, owner)
+	}
+	// woke: wt took a wake-up and has not yet spent it on a completed try.
+	// Leaving without the key then passes it on, so it is never lost.
+	woke := false
+	leave := func(acquired bool) {
+		if wt != nil {
+			l.waiters.leave(key, wt, !acquired && woke)
+		}
+	}
 	backoff := time.Millisecond
-	for {
-		wake, unwatch := l.waiters.watch(key)
+	for tries := 0; ; tries++ {
+		var wake <-chan struct{}
+		// On SQLite a read before the write keeps pollers off the write
+		// lock; a first try or one woken by a release expects a free key and
+		// saves the read.
+		precheck := wt == nil || tries > 0
+		if wt != nil {
+			var got bool
+			wake, got = l.waiters.rearm(wt)
+			woke = woke || got
+			precheck = precheck && !got
+			// Woken before its first turn: it is its turn.
+			skip = skip && !got
+		}
+		var a attempt
+		var err error
 		start := time.Now()
-		a, err := l.try(ctx, key, owner)
+		if skip {
+			skip = false
+			a = attempt{remaining: -1}
+		} else {
+			a, err = l.tryDetached(ctx, key, owner, precheck)
+		}
 		if err == nil && a.won {
-			unwatch()
+			leave(true)
 			return l.newLease(key, owner, a, start), nil
 		}
 		if err != nil {
 			switch {
 			case ctx.Err() != nil:
-				unwatch()
-				if fresh {
-					// The statement may have committed before the cancel
-					// reached it; the fresh owner is ours alone, so give back
-					// whatever it may hold.
-					l.cleanup(key, owner)
-				}
+				leave(false)
 				return nil, cancelled(key, ctx.Err())
 			case sqlutil.IsDeadlock(err) || sqlutil.IsLockNotAvailable(err):
 				// MariaDB picks one of two racing inserters on a contended
 				// key as a deadlock victim: the key is held elsewhere.
 				a = attempt{remaining: -1}
+				woke = false
 			case sqlutil.IsRetryable(err):
+				// Nothing learnt about the key: a wake-up taken stays unspent.
 				a = attempt{remaining: -1, host: "unknown (database busy)"}
 				if !wait {
-					unwatch()
 					return nil, fmt.Errorf("tablelock: acquire %q: %w", key, err)
 				}
 			default:
-				unwatch()
+				leave(false)
 				return nil, fmt.Errorf("tablelock: acquire %q: %w", key, err)
 			}
+		} else {
+			// Refused: the key is held, and its release will wake us again.
+			woke = false
 		}
 		if !wait {
-			unwatch()
 			return nil, notAcquired(key, a)
 		}
-		pause := l.pause(a, listening, &backoff)
+		pause := l.pause(a, listening, &backoff, l.waiters.first(key, wt))
 		timer := time.NewTimer(pause)
 		select {
 		case <-wake:
 		case <-timer.C:
 		case <-ctx.Done():
 			timer.Stop()
-			unwatch()
+			leave(false)
 			return nil, cancelled(key, ctx.Err())
 		}
 		timer.Stop()
-		unwatch()
 	}
+}
+
+// tryDetached runs one try that the caller's cancellation cannot cut short
+// on the server. Cancelling a statement in flight does not stop it from
+// committing: a row could then stay taken, for a TTL, by an owner nobody
+// knows. So the statement runs under its own timeout; a caller whose ctx
+// ends first gets ctx.Err() at once, and what the statement took is given
+// back as soon as it returns.
+func (l *Locker) tryDetached(ctx context.Context, key, owner string, precheck bool) (attempt, error) {
+	type result struct {
+		a   attempt
+		err error
+	}
+	done := make(chan result, 1)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	go func() {
+		defer cancel()
+		a, err := l.try(sctx, key, owner, precheck)
+		done <- result{a, err}
+	}()
+	select {
+	case r := <-done:
+		return r.a, r.err
+	case <-ctx.Done():
+		l.bg.Add(1)
+		go func() {
+			defer l.bg.Done()
+			if r := <-done; r.err == nil && r.a.won {
+				rctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+				defer cancel()
+				// One hold: a reentrant owner keeps the holds it had.
+				_ = l.releaseRow(rctx, key, owner, r.a.token)
+				l.waiters.signal(key)
+			}
+		}()
+		return attempt{}, ctx.Err()
+	}
+}
+
+// holding reports whether owner holds key through this Locker.
+func (l *Locker) holding(key, owner string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.holds[holdID{key, owner}]
+	return ok
 }
 
 // pause is how long a refused waiter sleeps before its next attempt unless
 // woken. With notifications it only guards against a holder that died
-// without releasing: sleep until that lease would expire. Without them,
-// exponential backoff with full jitter, capped.
-func (l *Locker) pause(a attempt, listening bool, backoff *time.Duration) time.Duration {
+// without releasing (sleep until that lease would expire) and a lost
+// notification. Without them, exponential backoff with full jitter, capped;
+// from the cap for a waiter that is not the head of its key's queue.
+func (l *Locker) pause(a attempt, listening bool, backoff *time.Duration, head bool) time.Duration {
 	if listening && a.remaining >= 0 {
 		// Jitter spreads the waiters that all wake at one expiry.
 		return a.remaining + time.Millisecond + rand.N(2*time.Millisecond)
 	}
 	if listening {
 		return 5*time.Millisecond + rand.N(10*time.Millisecond)
+	}
+	if !head {
+		// Those behind the head are woken in turn by local releases; their
+		// polling only covers releases elsewhere, so it starts at the cap.
+		*backoff = l.cfg.maxBackoff
 	}
 	d := *backoff
 	*backoff = min(2**backoff, l.cfg.maxBackoff)
@@ -225,8 +315,9 @@ func notAcquired(key string, a attempt) error {
 	return fmt.Errorf("tablelock: acquire %q: %w: held by %s", key, sqllock.ErrNotAcquired, a.host)
 }
 
-// try runs one acquire statement.
-func (l *Locker) try(ctx context.Context, key, owner string) (attempt, error) {
+// try runs one acquire statement. precheck: on SQLite, read the row first
+// and leave a live holder's key alone without taking the write lock.
+func (l *Locker) try(ctx context.Context, key, owner string, precheck bool) (attempt, error) {
 	ttl := l.cfg.ttl.Microseconds()
 	var a attempt
 	var remaining int64
@@ -255,7 +346,7 @@ func (l *Locker) try(ctx context.Context, key, owner string) (attempt, error) {
 		}
 		a.won = rowOwner == owner
 	case sqllock.SQLite:
-		if err := l.trySQLite(ctx, key, owner, ttl, &a, &remaining); err != nil {
+		if err := l.trySQLite(ctx, key, owner, ttl, precheck, &a, &remaining); err != nil {
 			return a, err
 		}
 	}
@@ -268,18 +359,35 @@ func (l *Locker) try(ctx context.Context, key, owner string) (attempt, error) {
 	return a, nil
 }
 
-func (l *Locker) trySQLite(ctx context.Context, key, owner string, ttl int64, a *attempt, remaining *int64) (err error) {
-	// A read first: in WAL mode it takes no lock, so waiters polling a held
-	// key do not queue for the single write lock ahead of the holder's
-	// renewals and release.
-	var holder string
-	err = l.db.QueryRowContext(ctx, l.q.holder, key).Scan(&holder, &a.host, remaining)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-	case err != nil:
+// trySQLite takes the key in one transaction with the bump of the fence
+// row. Its statements are prepared once (per connection, by database/sql):
+// parsing them on every call cost more than running them.
+func (l *Locker) trySQLite(ctx context.Context, key, owner string, ttl int64, precheck bool, a *attempt, remaining *int64) (err error) {
+	holderSt, err := l.stmts.get(ctx, l.q.holder)
+	if err != nil {
 		return err
-	case *remaining > 0 && holder != owner:
-		return nil
+	}
+	var holder string
+	if precheck {
+		// A read first: in WAL mode it takes no lock, so waiters polling a
+		// held key do not queue for the single write lock ahead of the
+		// holder's renewals and release.
+		err = holderSt.QueryRowContext(ctx, key).Scan(&holder, &a.host, remaining)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return err
+		case *remaining > 0 && holder != owner:
+			return nil
+		}
+	}
+	acquireSt, err := l.stmts.get(ctx, l.q.acquire)
+	if err != nil {
+		return err
+	}
+	fenceSt, err := l.stmts.get(ctx, l.q.fence)
+	if err != nil {
+		return err
 	}
 	tx, err := l.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -290,28 +398,21 @@ func (l *Locker) trySQLite(ctx context.Context, key, owner string, ttl int64, a 
 			_ = tx.Rollback()
 		}
 	}()
-	err = tx.QueryRowContext(ctx, l.q.acquire, key, owner, l.host, ttl).Scan(&a.won, &a.token, &a.holds, &a.host, remaining)
+	err = tx.StmtContext(ctx, acquireSt).QueryRowContext(ctx, key, owner, l.host, ttl).Scan(&a.won, &a.token, &a.holds, &a.host, remaining)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		a.won = false
-		if err = tx.QueryRowContext(ctx, l.q.holder, key).Scan(&holder, &a.host, remaining); err != nil {
+		if err = tx.StmtContext(ctx, holderSt).QueryRowContext(ctx, key).Scan(&holder, &a.host, remaining); err != nil {
 			return err
 		}
 	case err != nil:
 		return err
 	default:
-		if _, err = tx.ExecContext(ctx, l.q.fence, a.token); err != nil {
+		if _, err = tx.StmtContext(ctx, fenceSt).ExecContext(ctx, a.token); err != nil {
 			return err
 		}
 	}
 	return tx.Commit()
-}
-
-// cleanup gives back a hold a cancelled Acquire may have taken unawares.
-func (l *Locker) cleanup(key, owner string) {
-	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
-	defer cancel()
-	_, _ = l.releaseOwned(ctx, key, owner)
 }
 
 // ReleaseKey releases one hold of key by the owner in ctx (see
@@ -474,52 +575,107 @@ func (c *stmtCache) get(ctx context.Context, query string) (*sql.Stmt, error) {
 	return st, nil
 }
 
-// waiters wakes blocked Acquires in this process when a key is released
-// here or a notification for it arrives.
+// waiters queues the blocking Acquires of a Locker per key, in arrival
+// order. A release here or a notification wakes one waiter; several wakes
+// before it has tried coalesce into one, since one try settles what they
+// announce (the key is free, or someone else holds it and will release it
+// again). A wake that arrives during a try is kept, so the try is repeated.
+// A waiter that leaves without the key passes its unspent wake on.
 type waiters struct {
 	mu sync.Mutex
-	m  map[string]*waitEntry
+	m  map[string][]*waiter
 }
 
-type waitEntry struct {
-	ch   chan struct{}
-	refs int
+type waiter struct {
+	ch    chan struct{}
+	woken bool // ch is closed and the waiter has not rearmed since
 }
 
-// watch returns a channel closed by the next signal for key.
-func (w *waiters) watch(key string) (<-chan struct{}, func()) {
+// join queues a waiter for key and reports whether others were queued
+// ahead of it.
+func (w *waiters) join(key string) (*waiter, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	e := w.m[key]
-	if e == nil {
-		e = &waitEntry{ch: make(chan struct{})}
-		w.m[key] = e
+	wt := &waiter{ch: make(chan struct{})}
+	ahead := len(w.m[key]) > 0
+	w.m[key] = append(w.m[key], wt)
+	return wt, ahead
+}
+
+// rearm is called before each try: it returns the channel the next wake
+// closes, and whether a wake arrived since the last rearm.
+func (w *waiters) rearm(wt *waiter) (<-chan struct{}, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !wt.woken {
+		return wt.ch, false
 	}
-	e.refs++
-	return e.ch, func() {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		e.refs--
-		if e.refs == 0 && w.m[key] == e {
-			delete(w.m, key)
+	wt.woken = false
+	wt.ch = make(chan struct{})
+	return wt.ch, true
+}
+
+// first reports whether wt heads key's queue; a nil wt does.
+func (w *waiters) first(key string, wt *waiter) bool {
+	if wt == nil {
+		return true
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.m[key]
+	return len(q) > 0 && q[0] == wt
+}
+
+// leave dequeues wt. A wake it received and did not act on, or passOn,
+// goes to the next waiter.
+func (w *waiters) leave(key string, wt *waiter, passOn bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.m[key]
+	for i, x := range q {
+		if x == wt {
+			q = append(q[:i:i], q[i+1:]...)
+			break
 		}
+	}
+	if len(q) == 0 {
+		delete(w.m, key)
+	} else {
+		w.m[key] = q
+	}
+	if passOn || wt.woken {
+		w.wakeLocked(key)
 	}
 }
 
+// signal wakes one waiter of key.
 func (w *waiters) signal(key string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if e := w.m[key]; e != nil {
-		close(e.ch)
-		delete(w.m, key)
-	}
+	w.wakeLocked(key)
 }
 
+// signalAll wakes one waiter of every key.
 func (w *waiters) signalAll() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for k, e := range w.m {
-		close(e.ch)
-		delete(w.m, k)
+	for k := range w.m {
+		w.wakeLocked(k)
+	}
+}
+
+// wakeLocked wakes the head of key's queue, unless a waiter already holds
+// a wake it has not acted on. The head may be mid-try: then it tries
+// again, since its try may have read the row before the release.
+func (w *waiters) wakeLocked(key string) {
+	q := w.m[key]
+	for _, x := range q {
+		if x.woken {
+			return
+		}
+	}
+	if len(q) > 0 {
+		q[0].woken = true
+		close(q[0].ch)
 	}
 }
