@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/leasestate"
 	"github.com/sqllock/sqllock/internal/sqlutil"
 )
 
@@ -38,11 +39,7 @@ type Lease struct {
 	owner string
 	token int64
 
-	mu       sync.Mutex
-	done     chan struct{}
-	ended    bool  // done is closed
-	released bool  // Release was called
-	err      error // why the lease ended
+	st leasestate.State
 }
 
 // Key returns the key held.
@@ -56,7 +53,7 @@ func (s *Lease) Token() int64 { return s.token }
 func (s *Lease) Owner() string { return s.owner }
 
 // Done is closed when the lease is released or lost.
-func (s *Lease) Done() <-chan struct{} { return s.done }
+func (s *Lease) Done() <-chan struct{} { return s.st.Done() }
 
 // Err is nil while the lease is held. After a loss it matches
 // sqllock.ErrLockLost, after Release sqllock.ErrReleased. It checks the
@@ -64,21 +61,7 @@ func (s *Lease) Done() <-chan struct{} { return s.done }
 // the loss even before the renewal goroutine runs.
 func (s *Lease) Err() error {
 	s.h.checkDeadline()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
-}
-
-// end closes the lease once with err.
-func (s *Lease) end(err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ended {
-		return
-	}
-	s.ended = true
-	s.err = err
-	close(s.done)
+	return s.st.Err()
 }
 
 // Release gives one hold of the key back. The first call after a loss
@@ -87,13 +70,9 @@ func (s *Lease) end(err error) {
 // It runs detached from ctx's cancellation, bounded by its own timeout, so
 // it is safe to defer with a context that has ended.
 func (s *Lease) Release(ctx context.Context) error {
-	s.mu.Lock()
-	if s.released {
-		s.mu.Unlock()
+	if !s.st.MarkReleased() {
 		return fmt.Errorf("tablelock: release %q: %w", s.key, sqllock.ErrReleased)
 	}
-	s.released = true
-	s.mu.Unlock()
 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
@@ -103,21 +82,19 @@ func (s *Lease) Release(ctx context.Context) error {
 	l.waiters.signal(s.key)
 	switch {
 	case lostErr != nil:
-		s.end(released())
+		s.st.End(sqllock.ErrReleased)
 		return lostErr
 	case errors.Is(relErr, sqllock.ErrLockLost):
 		err := fmt.Errorf("tablelock: release %q: %w: the row is no longer ours", s.key, sqllock.ErrLockLost)
-		s.end(released())
+		s.st.End(sqllock.ErrReleased)
 		return err
 	case relErr != nil:
-		s.end(released())
+		s.st.End(sqllock.ErrReleased)
 		return fmt.Errorf("tablelock: release %q: %w (the row expires by itself)", s.key, relErr)
 	}
-	s.end(released())
+	s.st.End(sqllock.ErrReleased)
 	return nil
 }
-
-func released() error { return sqllock.ErrReleased }
 
 // releaseRow runs the release statement, retrying transient errors within
 // ctx. It returns ErrLockLost when the row is no longer this holder's.
@@ -162,7 +139,7 @@ func (l *Locker) execRelease(ctx context.Context, key, owner string, token int64
 // sent: the database set the expiry from a clock reading no earlier than
 // that, so start+TTL-margin is before the row could be taken by another.
 func (l *Locker) newLease(key, owner string, a attempt, start time.Time) *Lease {
-	s := &Lease{key: key, owner: owner, token: a.token, done: make(chan struct{})}
+	s := &Lease{key: key, owner: owner, token: a.token}
 	deadline := start.Add(l.cfg.ttl - l.cfg.margin)
 	id := holdID{key, owner}
 
@@ -266,7 +243,7 @@ func (h *hold) lose(cause error) {
 	h.forget()
 	h.l.cfg.logger.Warn("tablelock: lease lost", "key", h.id.key, "token", h.token, "cause", cause.Error())
 	for _, s := range leases {
-		s.end(err)
+		s.st.End(err)
 	}
 }
 

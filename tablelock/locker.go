@@ -501,7 +501,7 @@ func (l *Locker) List(ctx context.Context) ([]Info, error) {
 		if err := rows.Scan(&in.Key, &in.Owner, &in.Host, &in.Holds, &in.Token, &acq, &exp, &held); err != nil {
 			return nil, fmt.Errorf("tablelock: list: %w", err)
 		}
-		in.AcquiredAt, in.ExpiresAt = toTime(acq), toTime(exp)
+		in.AcquiredAt, in.ExpiresAt = sqlutil.ToTime(acq), sqlutil.ToTime(exp)
 		in.HeldFor = time.Duration(held) * time.Microsecond
 		out = append(out, in)
 	}
@@ -509,31 +509,6 @@ func (l *Locker) List(ctx context.Context) ([]Info, error) {
 		return nil, fmt.Errorf("tablelock: list: %w", err)
 	}
 	return out, nil
-}
-
-// toTime reads a timestamp column whatever the driver made of it: a
-// time.Time (pgx; MySQL with parseTime), text (MySQL without it) or
-// microseconds since the epoch (SQLite).
-func toTime(v any) time.Time {
-	switch t := v.(type) {
-	case time.Time:
-		return t.UTC()
-	case int64:
-		return time.UnixMicro(t).UTC()
-	case []byte:
-		return parseTime(string(t))
-	case string:
-		return parseTime(t)
-	}
-	return time.Time{}
-}
-
-func parseTime(s string) time.Time {
-	t, err := time.Parse("2006-01-02 15:04:05.999999", s)
-	if err != nil {
-		return time.Time{}
-	}
-	return t
 }
 
 // countRows drains a result set and counts its rows.

@@ -69,13 +69,8 @@ func CreateTable(ctx context.Context, db *sql.DB, d sqllock.Dialect, table strin
 	if err != nil {
 		return err
 	}
-	for _, stmt := range strings.Split(ddl, ";") {
-		if strings.TrimSpace(stmt) == "" {
-			continue
-		}
-		if _, err := db.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("tablelock: create table %s: %w", table, err)
-		}
+	if err := sqlutil.ExecScript(ctx, db, ddl); err != nil {
+		return fmt.Errorf("tablelock: create table %s: %w", table, err)
 	}
 	return nil
 }
