@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"sync"
+
+	"github.com/sqllock/sqllock/internal/leasestate"
 )
 
 // MaxKeys is the most distinct keys AcquireAll, TryAcquireAll and DoAll
@@ -139,20 +140,16 @@ type MultiLease struct {
 	leases []Lease  // parallel to keys
 	token  int64
 
-	done        chan struct{}
 	stop        chan struct{} // closed by Release: ends the watcher
 	watcherDone chan struct{}
 
-	mu       sync.Mutex
-	ended    bool  // done is closed
-	released bool  // Release was called
-	err      error // why the lease ended
+	st leasestate.State // the first cause is kept
 }
 
 func newMultiLease(keys []string, leases []Lease) *MultiLease {
 	m := &MultiLease{
 		keys: keys, leases: leases,
-		done: make(chan struct{}), stop: make(chan struct{}), watcherDone: make(chan struct{}),
+		stop: make(chan struct{}), watcherDone: make(chan struct{}),
 	}
 	for _, l := range leases {
 		m.token = max(m.token, l.Token())
@@ -182,19 +179,7 @@ func (m *MultiLease) endPart(part Lease) {
 	if cause == nil {
 		cause = ErrLockLost
 	}
-	m.end(fmt.Errorf("sqllock: lease on %s: key %q: %w", m.Key(), part.Key(), cause))
-}
-
-// end closes the lease once with err; the first cause is kept.
-func (m *MultiLease) end(err error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.ended {
-		return
-	}
-	m.ended = true
-	m.err = err
-	close(m.done)
+	m.st.End(fmt.Errorf("sqllock: lease on %s: key %q: %w", m.Key(), part.Key(), cause))
 }
 
 // Key describes the keys held, quoted, in the order taken: for messages.
@@ -232,17 +217,14 @@ func (m *MultiLease) Part(key string) (Lease, bool) {
 func (m *MultiLease) Token() int64 { return m.token }
 
 // Done is closed when any key is lost, or at Release.
-func (m *MultiLease) Done() <-chan struct{} { return m.done }
+func (m *MultiLease) Done() <-chan struct{} { return m.st.Done() }
 
 // Err is nil while every key is held. After a key is lost it matches
 // ErrLockLost and names the key; after Release it matches ErrReleased.
 // It asks each key's lease, so a strategy that notices a loss when asked
 // (tablelock's deadline) is reported at once.
 func (m *MultiLease) Err() error {
-	m.mu.Lock()
-	err := m.err
-	m.mu.Unlock()
-	if err != nil {
+	if err := m.st.Err(); err != nil {
 		return err
 	}
 	for _, l := range m.leases {
@@ -251,9 +233,7 @@ func (m *MultiLease) Err() error {
 			break
 		}
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.err
+	return m.st.Err()
 }
 
 // Release gives every key back, in reverse order, and returns every
@@ -262,13 +242,9 @@ func (m *MultiLease) Err() error {
 // second call ErrReleased. Each key is released as its strategy does it,
 // detached from ctx's cancellation.
 func (m *MultiLease) Release(ctx context.Context) error {
-	m.mu.Lock()
-	if m.released {
-		m.mu.Unlock()
+	if !m.st.MarkReleased() {
 		return fmt.Errorf("sqllock: release %s: %w", m.Key(), ErrReleased)
 	}
-	m.released = true
-	m.mu.Unlock()
 	close(m.stop)
 	<-m.watcherDone
 
@@ -279,7 +255,7 @@ func (m *MultiLease) Release(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	m.end(fmt.Errorf("sqllock: lease on %s: %w", m.Key(), ErrReleased))
+	m.st.End(fmt.Errorf("sqllock: lease on %s: %w", m.Key(), ErrReleased))
 	err := errors.Join(errs...)
 	if lostErr != nil && !errors.Is(err, ErrLockLost) {
 		// A part that ended without saying so on its own Release.
