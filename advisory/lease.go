@@ -91,7 +91,7 @@ func (s *Lease) Release(ctx context.Context) error {
 		l.mu.Unlock()
 		return nil
 	})
-	wakeups.signal(e.id.wake)
+	wakeups.Signal(e.id.wake)
 	defer s.st.End(sqllock.ErrReleased)
 
 	l.mu.Lock()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/waitq"
 )
 
 var (
@@ -257,20 +258,14 @@ func (l *Locker) poll(ctx context.Context, e *entry, wait bool) (sqllock.Lease, 
 	// Queue before the first try, so a release between a refusal and the
 	// sleep is not missed. A blocking Acquire that finds others of this
 	// process queued waits its turn instead of barging in ahead of them.
-	var wt *waiter
+	var wt *waitq.Waiter
 	skip := false
 	if wait {
-		wt, skip = wakeups.join(e.id.wake)
+		wt, skip = wakeups.Join(e.id.wake)
 	}
-	leave := func(acquired bool) {
-		if wt != nil {
-			wakeups.leave(e.id.wake, wt, acquired)
-		}
-	}
+	leave := func(acquired bool) { wakeups.Leave(e.id.wake, wt, acquired, false) }
 	for {
-		if wt != nil {
-			wakeups.rearm(wt) // before the try: a wake during it must not be lost
-		}
+		wake, _ := wakeups.Rearm(wt) // before the try: a wake during it must not be lost
 		var lease *Lease
 		closed := false
 		var err error
@@ -333,13 +328,13 @@ func (l *Locker) poll(ctx context.Context, e *entry, wait bool) (sqllock.Lease, 
 		// Exponential backoff with full jitter, capped, for the head of the
 		// queue; those behind it will be woken in turn and poll at the cap.
 		d := l.cfg.maxBackoff
-		if wakeups.first(e.id.wake, wt) {
+		if wakeups.First(e.id.wake, wt) {
 			d = backoff
 			backoff = min(2*backoff, l.cfg.maxBackoff)
 		}
 		timer := time.NewTimer(d/2 + rand.N(d/2+1))
 		select {
-		case <-wt.ch:
+		case <-wake:
 		case <-timer.C:
 		case <-ctx.Done():
 			timer.Stop()
@@ -417,7 +412,7 @@ func (l *Locker) loseSession(s *session, cause error) {
 		s.st.End(errs[i])
 	}
 	for _, x := range ended {
-		wakeups.signal(x.e.id.wake)
+		wakeups.Signal(x.e.id.wake)
 	}
 }
 
@@ -492,87 +487,9 @@ func buildQueries(d sqllock.Dialect) queries {
 	}
 }
 
-// waiters queues the blocked Acquires of this process per server lock, in
-// arrival order, across all Lockers. A release here wakes the first one
-// only: waking all would send them to the server together for one winner.
-// A waiter woken that gives up passes the wake on. Waiters also poll on a
-// timer, for releases in other processes.
-type waiters struct {
-	mu sync.Mutex
-	m  map[string][]*waiter
-}
-
-type waiter struct {
-	ch    chan struct{}
-	woken bool
-}
-
-var wakeups = waiters{m: make(map[string][]*waiter)}
-
-// join queues a waiter for id and reports whether others were already
-// queued ahead of it.
-func (w *waiters) join(id string) (*waiter, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	wt := &waiter{ch: make(chan struct{})}
-	ahead := len(w.m[id]) > 0
-	w.m[id] = append(w.m[id], wt)
-	return wt, ahead
-}
-
-// first reports whether wt heads id's queue.
-func (w *waiters) first(id string, wt *waiter) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	q := w.m[id]
-	return len(q) > 0 && q[0] == wt
-}
-
-// rearm gives a woken waiter that stays queued a fresh channel.
-func (w *waiters) rearm(wt *waiter) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if wt.woken {
-		wt.woken = false
-		wt.ch = make(chan struct{})
-	}
-}
-
-// leave dequeues wt. A waiter that was woken and did not take the lock
-// passes the wake to the next.
-func (w *waiters) leave(id string, wt *waiter, acquired bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	q := w.m[id]
-	for i, x := range q {
-		if x == wt {
-			q = append(q[:i:i], q[i+1:]...)
-			break
-		}
-	}
-	if len(q) == 0 {
-		delete(w.m, id)
-	} else {
-		w.m[id] = q
-	}
-	if wt.woken && !acquired {
-		w.wakeLocked(id)
-	}
-}
-
-// signal wakes the first waiter for id not already woken.
-func (w *waiters) signal(id string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.wakeLocked(id)
-}
-
-func (w *waiters) wakeLocked(id string) {
-	for _, x := range w.m[id] {
-		if !x.woken {
-			x.woken = true
-			close(x.ch)
-			return
-		}
-	}
-}
+// wakeups queues the blocked Acquires of this process per server lock, in
+// arrival order, across all Lockers. A release here wakes one waiter, the
+// first not already woken: waking all would send them to the server
+// together for one winner. A waiter woken that gives up passes the wake on.
+// Waiters also poll on a timer, for releases in other processes.
+var wakeups = waitq.New(waitq.PerRelease)

@@ -79,7 +79,7 @@ func (s *Lease) Release(ctx context.Context) error {
 	lostErr := s.h.detach(s)
 	relErr := s.h.l.releaseRow(ctx, s.key, s.owner, s.token)
 	l := s.h.l
-	l.waiters.signal(s.key)
+	l.waiters.Signal(s.key)
 	switch {
 	case lostErr != nil:
 		s.st.End(sqllock.ErrReleased)

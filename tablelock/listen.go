@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sqllock/sqllock/internal/waitq"
 )
 
 // listenLinger keeps the listening connection open this long after the last
@@ -25,7 +27,7 @@ var errNoPgx = errors.New("tablelock: LISTEN needs the pgx stdlib driver")
 type listener struct {
 	db      *sql.DB
 	channel string
-	w       *waiters
+	w       *waitq.Queue
 	log     *slog.Logger
 
 	mu     sync.Mutex
@@ -39,7 +41,7 @@ type listener struct {
 	broken bool // the driver cannot listen: stop trying
 }
 
-func newListener(db *sql.DB, channel string, w *waiters, log *slog.Logger) *listener {
+func newListener(db *sql.DB, channel string, w *waitq.Queue, log *slog.Logger) *listener {
 	return &listener{db: db, channel: channel, w: w, log: log}
 }
 
@@ -142,7 +144,7 @@ func (ln *listener) run(ctx context.Context, ready, exited chan struct{}) {
 		}
 		// Whatever was released while the connection was down went unheard:
 		// let every waiter look again.
-		ln.w.signalAll()
+		ln.w.SignalAll()
 		if errors.Is(err, errNoPgx) || first {
 			ln.mu.Lock()
 			ln.err = err
@@ -195,7 +197,7 @@ func (ln *listener) listenOnce(ctx context.Context, onReady func()) error {
 			if err != nil {
 				return errors.Join(err, driver.ErrBadConn)
 			}
-			ln.w.signal(n.Payload)
+			ln.w.Signal(n.Payload)
 		}
 	})
 }

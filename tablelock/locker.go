@@ -11,6 +11,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/waitq"
 )
 
 var _ sqllock.Locker = (*Locker)(nil)
@@ -28,7 +29,7 @@ type Locker struct {
 	q       queries
 	host    string
 	stmts   stmtCache
-	waiters waiters
+	waiters *waitq.Queue
 	ln      *listener      // nil unless PostgreSQL with notifications
 	bg      sync.WaitGroup // give-backs of cancelled tries still in flight
 
@@ -61,10 +62,11 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
 		host:  sqllock.Host(),
 		stmts: stmtCache{db: db},
 		holds: make(map[holdID]*hold),
+		// A wake-up says "look again": several before a try count as one.
+		waiters: waitq.New(waitq.Coalesce),
 	}
-	l.waiters.m = make(map[string][]*waiter)
 	if d == sqllock.Postgres && cfg.notify {
-		l.ln = newListener(db, q.channel, &l.waiters, cfg.logger)
+		l.ln = newListener(db, q.channel, l.waiters, cfg.logger)
 	}
 	return l, nil
 }
@@ -146,21 +148,17 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (sqllock.Le
 	// barging in, unless its owner holds the key (reentry would wait for
 	// itself). Joined before the first try, so a release between a refused
 	// try and the wait is not missed.
-	var wt *waiter
+	var wt *waitq.Waiter
 	skip := false
 	if wait {
 		var ahead bool
-		wt, ahead = l.waiters.join(key)
+		wt, ahead = l.waiters.Join(key)
 		skip = ahead && !l.holding(key, owner)
 	}
 	// woke: wt took a wake-up and has not yet spent it on a completed try.
 	// Leaving without the key then passes it on, so it is never lost.
 	woke := false
-	leave := func(acquired bool) {
-		if wt != nil {
-			l.waiters.leave(key, wt, !acquired && woke)
-		}
-	}
+	leave := func(acquired bool) { l.waiters.Leave(key, wt, acquired, woke) }
 	backoff := time.Millisecond
 	for tries := 0; ; tries++ {
 		var wake <-chan struct{}
@@ -170,7 +168,7 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (sqllock.Le
 		precheck := wt == nil || tries > 0
 		if wt != nil {
 			var got bool
-			wake, got = l.waiters.rearm(wt)
+			wake, got = l.waiters.Rearm(wt)
 			woke = woke || got
 			precheck = precheck && !got
 			// Woken before its first turn: it is its turn.
@@ -216,7 +214,7 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (sqllock.Le
 		if !wait {
 			return nil, notAcquired(key, a)
 		}
-		pause := l.pause(a, listening, &backoff, l.waiters.first(key, wt))
+		pause := l.pause(a, listening, &backoff, l.waiters.First(key, wt))
 		timer := time.NewTimer(pause)
 		select {
 		case <-wake:
@@ -260,7 +258,7 @@ func (l *Locker) tryDetached(ctx context.Context, key, owner string, precheck bo
 				defer cancel()
 				// One hold: a reentrant owner keeps the holds it had.
 				_ = l.releaseRow(rctx, key, owner, r.a.token)
-				l.waiters.signal(key)
+				l.waiters.Signal(key)
 			}
 		}()
 		return attempt{}, ctx.Err()
@@ -439,7 +437,7 @@ func (l *Locker) ReleaseKey(ctx context.Context, key string) error {
 }
 
 func (l *Locker) releaseOwned(ctx context.Context, key, owner string) (int64, error) {
-	defer l.waiters.signal(key)
+	defer l.waiters.Signal(key)
 	if l.dialect == sqllock.Postgres {
 		return countRows(l.db.QueryContext(ctx, l.q.releaseKey, key, owner, l.q.channel))
 	}
@@ -457,7 +455,7 @@ func (l *Locker) ForceRelease(ctx context.Context, key string) (bool, error) {
 	if err := sqllock.ValidateKey(key); err != nil {
 		return false, fmt.Errorf("tablelock: force release %q: %w", key, err)
 	}
-	defer l.waiters.signal(key)
+	defer l.waiters.Signal(key)
 	var n int64
 	var err error
 	if l.dialect == sqllock.Postgres {
@@ -548,109 +546,4 @@ func (c *stmtCache) get(ctx context.Context, query string) (*sql.Stmt, error) {
 	}
 	c.m[query] = st
 	return st, nil
-}
-
-// waiters queues the blocking Acquires of a Locker per key, in arrival
-// order. A release here or a notification wakes one waiter; several wakes
-// before it has tried coalesce into one, since one try settles what they
-// announce (the key is free, or someone else holds it and will release it
-// again). A wake that arrives during a try is kept, so the try is repeated.
-// A waiter that leaves without the key passes its unspent wake on.
-type waiters struct {
-	mu sync.Mutex
-	m  map[string][]*waiter
-}
-
-type waiter struct {
-	ch    chan struct{}
-	woken bool // ch is closed and the waiter has not rearmed since
-}
-
-// join queues a waiter for key and reports whether others were queued
-// ahead of it.
-func (w *waiters) join(key string) (*waiter, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	wt := &waiter{ch: make(chan struct{})}
-	ahead := len(w.m[key]) > 0
-	w.m[key] = append(w.m[key], wt)
-	return wt, ahead
-}
-
-// rearm is called before each try: it returns the channel the next wake
-// closes, and whether a wake arrived since the last rearm.
-func (w *waiters) rearm(wt *waiter) (<-chan struct{}, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !wt.woken {
-		return wt.ch, false
-	}
-	wt.woken = false
-	wt.ch = make(chan struct{})
-	return wt.ch, true
-}
-
-// first reports whether wt heads key's queue; a nil wt does.
-func (w *waiters) first(key string, wt *waiter) bool {
-	if wt == nil {
-		return true
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	q := w.m[key]
-	return len(q) > 0 && q[0] == wt
-}
-
-// leave dequeues wt. A wake it received and did not act on, or passOn,
-// goes to the next waiter.
-func (w *waiters) leave(key string, wt *waiter, passOn bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	q := w.m[key]
-	for i, x := range q {
-		if x == wt {
-			q = append(q[:i:i], q[i+1:]...)
-			break
-		}
-	}
-	if len(q) == 0 {
-		delete(w.m, key)
-	} else {
-		w.m[key] = q
-	}
-	if passOn || wt.woken {
-		w.wakeLocked(key)
-	}
-}
-
-// signal wakes one waiter of key.
-func (w *waiters) signal(key string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.wakeLocked(key)
-}
-
-// signalAll wakes one waiter of every key.
-func (w *waiters) signalAll() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for k := range w.m {
-		w.wakeLocked(k)
-	}
-}
-
-// wakeLocked wakes the head of key's queue, unless a waiter already holds
-// a wake it has not acted on. The head may be mid-try: then it tries
-// again, since its try may have read the row before the release.
-func (w *waiters) wakeLocked(key string) {
-	q := w.m[key]
-	for _, x := range q {
-		if x.woken {
-			return
-		}
-	}
-	if len(q) > 0 {
-		q[0].woken = true
-		close(q[0].ch)
-	}
 }
