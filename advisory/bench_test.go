@@ -155,34 +155,7 @@ func BenchmarkHandoff(b *testing.B) {
 	for _, d := range dialects {
 		b.Run(d.String(), func(b *testing.B) {
 			db := testdb.Open(b, d)
-			ctx := context.Background()
-			a, w := newLocker(b, db), newLocker(b, db)
-			key := locktest.Key(b)
-			var lat []time.Duration
-			for b.Loop() {
-				held, err := a.Acquire(ctx, key)
-				if err != nil {
-					b.Fatal(err)
-				}
-				got := make(chan time.Time, 1)
-				go func() {
-					lease, err := w.Acquire(ctx, key)
-					if err != nil {
-						panic(err)
-					}
-					got <- time.Now()
-					lease.Release(ctx)
-				}()
-				time.Sleep(2 * time.Millisecond) // let the waiter block
-				released := time.Now()
-				if err := held.Release(ctx); err != nil {
-					b.Fatal(err)
-				}
-				lat = append(lat, (<-got).Sub(released))
-			}
-			slices.Sort(lat)
-			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
-			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+			locktest.BenchHandoff(b, newLocker(b, db), newLocker(b, db))
 		})
 	}
 }
