@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -299,20 +300,36 @@ func TestPausedHolderLearnsOfLossOnResume(t *testing.T) {
 	})
 }
 
-// waitStopped returns once the kernel reports pid as stopped (state T).
+// waitStopped returns once the kernel reports every thread of pid as
+// stopped (state T): /proc/<pid>/stat speaks for the main thread alone, and
+// a Go program's other threads may run a moment longer.
 func waitStopped(t *testing.T, pid int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			t.Skipf("cannot read process state: %v", err)
+		stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+		if err != nil || len(stats) == 0 {
+			t.Skipf("cannot read the state of process %d: %v", pid, err)
 		}
-		// The state follows the parenthesised command name.
-		if i := strings.LastIndexByte(string(b), ')'); i > 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't') {
+		if allStopped(stats) {
 			return
 		}
 		time.Sleep(time.Millisecond)
 	}
 	t.Fatalf("process %d did not stop", pid)
+}
+
+func allStopped(stats []string) bool {
+	for _, path := range stats {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return false
+		}
+		// The state follows the parenthesised command name.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+			return false
+		}
+	}
+	return true
 }
