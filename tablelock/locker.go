@@ -235,6 +235,10 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (sqllock.Le
 // ends first gets ctx.Err() at once, and what the statement took is given
 // back as soon as it returns.
 func (l *Locker) tryDetached(ctx context.Context, key, owner string, precheck bool) (attempt, error) {
+	if ctx.Done() == nil {
+		// Nothing can cancel it: no goroutine needed on this path.
+		return l.try(ctx, key, owner, precheck)
+	}
 	type result struct {
 		a   attempt
 		err error

@@ -129,65 +129,29 @@ func (d dbTarget) tables(t *testing.T) int {
 	return n
 }
 
+// privateDB is a scratch database (testdb.Scratch) with the --dsn form the
+// command takes for it.
 func privateDB(t *testing.T, d sqllock.Dialect) dbTarget {
 	t.Helper()
-	name := fmt.Sprintf("sqllock_cmd_%x", rand.Uint64())
+	s := testdb.Scratch(t, d)
 	switch d {
 	case sqllock.SQLite:
-		path := filepath.Join(t.TempDir(), "locks.db")
-		db, err := sql.Open("sqlite", sqliteDSN(path))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return dbTarget{dialect: d, dsn: "sqlite://" + path, db: db, path: path}
-	case sqllock.Postgres:
-		shared := testdb.Open(t, d)
-		u, err := url.Parse(shared.DSN)
-		if err != nil || !strings.HasPrefix(shared.DSN, "postgres") {
-			t.Skipf("the PostgreSQL DSN is not a URL; these tests need one")
-		}
-		if _, err := shared.Exec("CREATE DATABASE " + name); err != nil {
-			t.Fatal(err)
-		}
-		u.Path = "/" + name
-		db, err := sql.Open("pgx", u.String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			db.Close()
-			_, _ = shared.Exec("DROP DATABASE " + name + " WITH (FORCE)")
-		})
-		return dbTarget{dialect: d, dsn: u.String(), db: db}
+		path := testdb.SQLitePath(s.DSN)
+		return dbTarget{dialect: d, dsn: "sqlite://" + path, db: s.DB, path: path}
 	case sqllock.MySQL:
-		shared := testdb.Open(t, d)
-		cfg, err := mysql.ParseDSN(shared.DSN)
+		cfg, err := mysql.ParseDSN(s.DSN)
 		if err != nil || cfg.Net != "tcp" {
 			t.Skipf("the MySQL DSN is not a TCP one; these tests need one")
-		}
-		if _, err := shared.Exec("CREATE DATABASE " + name); err != nil {
-			t.Fatal(err)
 		}
 		user := url.User(cfg.User)
 		if cfg.Passwd != "" {
 			user = url.UserPassword(cfg.User, cfg.Passwd)
 		}
 		// The mysql:// form, which the command translates.
-		dsn := (&url.URL{Scheme: "mysql", User: user, Host: cfg.Addr, Path: "/" + name}).String()
-		cfg.DBName = name
-		db, err := sql.Open("mysql", cfg.FormatDSN())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			db.Close()
-			_, _ = shared.Exec("DROP DATABASE " + name)
-		})
-		return dbTarget{dialect: d, dsn: dsn, db: db}
+		dsn := (&url.URL{Scheme: "mysql", User: user, Host: cfg.Addr, Path: "/" + cfg.DBName}).String()
+		return dbTarget{dialect: d, dsn: dsn, db: s.DB}
 	}
-	t.Fatalf("unknown dialect %v", d)
-	return dbTarget{}
+	return dbTarget{dialect: d, dsn: s.DSN, db: s.DB} // PostgreSQL: a URL
 }
 
 // forEachDB runs fn per dialect on a private database.

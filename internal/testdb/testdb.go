@@ -128,7 +128,7 @@ func Env() []string {
 		case sqllock.MySQL:
 			env = append(env, EnvMySQL+"="+r.db.DSN)
 		case sqllock.SQLite:
-			env = append(env, EnvSQLite+"="+sqlitePath(r.db.DSN))
+			env = append(env, EnvSQLite+"="+SQLitePath(r.db.DSN))
 		}
 	}
 	return env
@@ -195,7 +195,8 @@ func SQLiteDSN(path string) string {
 	return "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
 }
 
-func sqlitePath(dsn string) string {
+// SQLitePath is the file a SQLite DSN of SQLiteDSN's form names.
+func SQLitePath(dsn string) string {
 	p := strings.TrimPrefix(dsn, "file:")
 	if i := strings.IndexByte(p, '?'); i >= 0 {
 		p = p[:i]
