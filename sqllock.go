@@ -2,6 +2,7 @@ package sqllock
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -38,6 +39,21 @@ type Lease interface {
 	Release(ctx context.Context) error
 }
 
+// Execer runs a statement. *sql.DB, *sql.Tx, *sql.Conn and the sqlx types
+// that wrap them all satisfy it.
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// Querier runs statements and reads rows: the handle the packages that work
+// inside the caller's own transaction take (fence, rowlock.LockRows,
+// optimistic). *sql.DB, *sql.Tx, *sql.Conn, *sqlx.DB, *sqlx.Tx and
+// *sqlx.Conn all satisfy it.
+type Querier interface {
+	Execer
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
 // Sentinel errors. Strategies wrap them with the key and the strategy name;
 // match them with errors.Is.
 var (
@@ -60,6 +76,8 @@ var (
 	ErrInvalidKey = errors.New("invalid key")
 	// ErrInvalidOption: a constructor option is out of range.
 	ErrInvalidOption = errors.New("invalid option")
+	// ErrClosed: the Locker was closed; it hands out no more leases.
+	ErrClosed = errors.New("locker closed")
 )
 
 // MaxKeyLen is the longest key, in bytes, that every strategy accepts. It

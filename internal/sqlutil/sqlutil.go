@@ -4,21 +4,10 @@
 package sqlutil
 
 import (
-	"context"
-	"database/sql"
-	"database/sql/driver"
-	"errors"
 	"fmt"
 	"hash/fnv"
-	"io"
-	"net"
 	"regexp"
 	"strings"
-	"syscall"
-
-	"github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5/pgconn"
-	"modernc.org/sqlite"
 
 	"github.com/sqllock/sqllock"
 )
@@ -55,104 +44,6 @@ func QuoteIdent(d sqllock.Dialect, name string) (string, error) {
 		}
 	}
 	return strings.Join(parts, "."), nil
-}
-
-// IsRetryable reports whether err is transient: retrying the same statement,
-// perhaps on another connection, may succeed. Serialization failures,
-// deadlocks, lock-wait timeouts, SQLite busy errors and dropped connections
-// are; constraint violations and syntax errors are not. Context errors are
-// not: the caller's deadline is final.
-func IsRetryable(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
-	if IsDeadlock(err) || IsConnLoss(err) {
-		return true
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		switch pe.Code {
-		case "40001", "55P03", "53300", "57P03": // serialization, lock not available, too many connections, cannot connect now
-			return true
-		}
-		return false
-	}
-	var me *mysql.MySQLError
-	if errors.As(err, &me) {
-		switch me.Number {
-		case 1205, 1040, 1203: // lock wait timeout, too many connections, user has too many connections
-			return true
-		}
-		return false
-	}
-	var se *sqlite.Error
-	if errors.As(err, &se) {
-		switch se.Code() & 0xff {
-		case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED
-			return true
-		}
-	}
-	return false
-}
-
-// IsDeadlock reports whether the server chose this statement as a deadlock
-// victim (PostgreSQL 40P01, MySQL 1213).
-func IsDeadlock(err error) bool {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code == "40P01"
-	}
-	var me *mysql.MySQLError
-	if errors.As(err, &me) {
-		return me.Number == 1213
-	}
-	return false
-}
-
-// IsLockNotAvailable reports a NOWAIT or lock-timeout refusal
-// (PostgreSQL 55P03, MySQL 3572 and 1205).
-func IsLockNotAvailable(err error) bool {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code == "55P03"
-	}
-	var me *mysql.MySQLError
-	if errors.As(err, &me) {
-		return me.Number == 3572 || me.Number == 1205
-	}
-	return false
-}
-
-// IsConnLoss reports whether err says the session is gone: the server
-// terminated it, the network dropped it, or the driver marked it bad.
-func IsConnLoss(err error) bool {
-	if err == nil {
-		return false
-	}
-	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) ||
-		errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, io.EOF) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed) {
-		return true
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		// Class 08: connection exception; 57P01-02: admin or crash shutdown.
-		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02"
-	}
-	var me *mysql.MySQLError
-	if errors.As(err, &me) {
-		switch me.Number {
-		case 1053, 1927, 2006, 2013, 4031: // shutdown, connection killed, gone away, lost, disconnected
-			return true
-		}
-		return false
-	}
-	var ne net.Error
-	if errors.As(err, &ne) {
-		return true
-	}
-	return pgconn.SafeToRetry(err)
 }
 
 // NotifyChannel is the PostgreSQL LISTEN/NOTIFY channel on which releases

@@ -1,0 +1,158 @@
+// Package stmtcache prepares each statement once per *sql.DB, so that MySQL
+// does not pay a server-side prepare (and close) on every parameterised
+// call; database/sql then prepares it once per pooled connection.
+//
+// A Cache is closed once, by the Locker that owns it: Close closes every
+// statement it prepared. A statement in use when Close is called finishes
+// first; a statement asked for after Close is prepared for that one use and
+// closed afterwards, so the leases a closed Locker still has to end (a
+// release, a last renewal) keep working without keeping server-side
+// statements alive.
+package stmtcache
+
+import (
+	"context"
+	"database/sql"
+	"sync"
+)
+
+// Cache holds prepared statements by handle and query text. The zero value
+// is ready to use; it must not be copied after first use.
+type Cache struct {
+	mu     sync.Mutex
+	m      map[key]*entry
+	closed bool
+}
+
+type key struct {
+	db *sql.DB
+	q  string
+}
+
+// entry is one cached statement and how many callers use it now: Close
+// leaves a statement in use to the last of them. (Holding a lock across
+// the use instead would stall every caller behind one long wait.)
+type entry struct {
+	st    *sql.Stmt
+	users int
+	gone  bool // removed by Close: the last user closes st
+}
+
+// Stmt returns query prepared on db, and a function to call once the
+// statement and any rows it returned are no longer used. Use it for a
+// statement that runs inside a transaction (tx.StmtContext).
+func (c *Cache) Stmt(ctx context.Context, db *sql.DB, query string) (*sql.Stmt, func(), error) {
+	k := key{db, query}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return oneShot(ctx, db, query)
+	}
+	e, ok := c.m[k]
+	if !ok {
+		// Prepared outside the lock: a slow prepare must not hold up the
+		// statements already cached. Two callers may both prepare; the
+		// first stored wins and the other is closed.
+		c.mu.Unlock()
+		st, err := db.PrepareContext(ctx, query)
+		if err != nil {
+			return nil, nil, err
+		}
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return st, func() { _ = st.Close() }, nil
+		}
+		if e, ok = c.m[k]; ok {
+			_ = st.Close()
+		} else {
+			e = &entry{st: st}
+			if c.m == nil {
+				c.m = make(map[key]*entry)
+			}
+			c.m[k] = e
+		}
+	}
+	e.users++
+	c.mu.Unlock()
+	return e.st, func() { c.done(e) }, nil
+}
+
+func (c *Cache) done(e *entry) {
+	c.mu.Lock()
+	e.users--
+	last := e.gone && e.users == 0
+	c.mu.Unlock()
+	if last {
+		_ = e.st.Close()
+	}
+}
+
+// oneShot prepares query for a single use after Close.
+func oneShot(ctx context.Context, db *sql.DB, query string) (*sql.Stmt, func(), error) {
+	st, err := db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, func() { _ = st.Close() }, nil
+}
+
+// Exec runs query with args on db through its prepared statement.
+func (c *Cache) Exec(ctx context.Context, db *sql.DB, query string, args ...any) (sql.Result, error) {
+	st, done, err := c.Stmt(ctx, db, query)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return st.ExecContext(ctx, args...)
+}
+
+// Query runs query with args on db through its prepared statement. The
+// rows stay readable after Close: database/sql closes a statement's
+// server side only once its rows are closed.
+func (c *Cache) Query(ctx context.Context, db *sql.DB, query string, args ...any) (*sql.Rows, error) {
+	st, done, err := c.Stmt(ctx, db, query)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return st.QueryContext(ctx, args...)
+}
+
+// QueryRow runs query with args on db through its prepared statement and
+// scans its one row into dest; it returns sql.ErrNoRows when there is none.
+func (c *Cache) QueryRow(ctx context.Context, db *sql.DB, query string, args []any, dest ...any) error {
+	st, done, err := c.Stmt(ctx, db, query)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return st.QueryRowContext(ctx, args...).Scan(dest...)
+}
+
+// Close closes every cached statement, each once its current users are
+// done. Later calls prepare per use. It is idempotent.
+func (c *Cache) Close() error {
+	c.mu.Lock()
+	var idle []*sql.Stmt
+	c.closed = true
+	for k, e := range c.m {
+		e.gone = true
+		if e.users == 0 {
+			idle = append(idle, e.st)
+		}
+		delete(c.m, k)
+	}
+	c.mu.Unlock()
+	for _, st := range idle {
+		_ = st.Close()
+	}
+	return nil
+}
+
+// Len is the number of statements cached now.
+func (c *Cache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.m)
+}

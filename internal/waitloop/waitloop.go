@@ -1,0 +1,165 @@
+// Package waitloop is the one blocking-acquire loop of the module: the
+// strategies that wait in the process rather than in the server (tablelock,
+// advisory) supply a single try, and Run does the rest.
+//
+// The protocol, for a blocking acquisition (Spec.Wait):
+//
+//  1. Join the key's queue (waitq) before the first try, so that a release
+//     between a refused try and the wait cannot be missed. A caller that
+//     finds others of this process queued lets them go first: its first
+//     turn is a wait, not a try, unless it already holds the key (a
+//     reentrant acquisition would wait for itself).
+//  2. Rearm before every try: a wake-up that arrives during the try is kept,
+//     and the next wait returns at once.
+//  3. Try. A win leaves the queue and returns. A refusal, or a deadlock or
+//     lock-wait refusal from the server, means the key is held: the wake-up
+//     that led here is spent. A transient error teaches nothing about the
+//     key: a wake-up taken stays unspent. Any other error, or the context
+//     ending, leaves the queue and returns; a wake-up not acted on is
+//     passed to the next waiter, so none is ever lost.
+//  4. Wait for a wake-up, the pause, the context or the Locker closing. The
+//     pause: where releases elsewhere wake this process too
+//     (Spec.Listening), until the holder's claim ends if the try could tell
+//     (a lease expiry), else briefly; otherwise capped exponential backoff
+//     with jitter for the head of the queue, and the cap for the others,
+//     who are woken in turn by releases in this process and poll only for
+//     releases elsewhere.
+//
+// A non-blocking acquisition tries once and does not queue.
+package waitloop
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/sqllock/sqllock/internal/backoff"
+	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/waitq"
+)
+
+// ErrRefused is returned by a non-blocking Run whose try found the key held.
+// The caller describes the holder from what its try learnt.
+var ErrRefused = errors.New("refused")
+
+// Result is the outcome of one try.
+type Result struct {
+	Won bool
+	// Remaining is how long the holder's claim lasts, when a refused try
+	// could tell (a lease expiry); negative when unknown.
+	Remaining time.Duration
+}
+
+// Turn tells a try where it stands.
+type Turn struct {
+	Tries  int  // tries completed before this one
+	Woken  bool // a release woke this waiter since its last try: the key is likely free
+	Queued bool // the call blocks in the queue (Spec.Wait)
+}
+
+// Spec describes one acquisition.
+type Spec struct {
+	Queue *waitq.Queue
+	Key   string // the queue's key
+	Wait  bool   // block until won; otherwise try once
+	// Reentry: the caller holds the key already, so it does not let those
+	// queued ahead of it go first.
+	Reentry bool
+	// Listening: releases in other processes wake this one too, so a
+	// refused waiter need not poll for them.
+	Listening bool
+	// Backoff paces polling for releases this process cannot see.
+	Backoff backoff.Exp
+	// Closed, when closed, wakes the waiter for a last try: the Locker was
+	// closed, and the try reports it.
+	Closed <-chan struct{}
+	// Try makes one attempt.
+	Try func(ctx context.Context, t Turn) (Result, error)
+}
+
+// Run makes tries until one wins (nil), the context ends (ctx.Err()), a
+// non-blocking try is refused (ErrRefused) or a try fails for good (its
+// error). A transient error ends a non-blocking Run too.
+func Run(ctx context.Context, s Spec) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var wt *waitq.Waiter
+	skip := false
+	if s.Wait {
+		var ahead bool
+		wt, ahead = s.Queue.Join(s.Key)
+		skip = ahead && !s.Reentry
+	}
+	// woke: wt took a wake-up and no completed try has settled it.
+	woke := false
+	leave := func(acquired bool) { s.Queue.Leave(s.Key, wt, acquired, woke) }
+	e := s.Backoff
+	for tries := 0; ; {
+		wake, got := s.Queue.Rearm(wt)
+		woke = woke || got
+		skip = skip && !got // woken before its first turn: it is its turn
+		r := Result{Remaining: -1}
+		var err error
+		if skip {
+			skip = false
+		} else {
+			r, err = s.Try(ctx, Turn{Tries: tries, Woken: got, Queued: wt != nil})
+			tries++
+		}
+		switch {
+		case err == nil && r.Won:
+			leave(true)
+			return nil
+		case err == nil:
+			woke = false // refused: the key is held, and its release wakes us again
+		case ctx.Err() != nil:
+			leave(false)
+			return ctx.Err()
+		case sqlutil.IsDeadlock(err) || sqlutil.IsLockNotAvailable(err):
+			// The server settled a race for the key against us: held.
+			r, woke = Result{Remaining: -1}, false
+		case sqlutil.IsRetryable(err) && s.Wait:
+			r = Result{Remaining: -1}
+		default:
+			leave(false)
+			return err
+		}
+		if !s.Wait {
+			return ErrRefused
+		}
+		t := time.NewTimer(pause(&s, &e, r, s.Queue.First(s.Key, wt)))
+		select {
+		case <-wake:
+		case <-t.C:
+		case <-s.Closed:
+		case <-ctx.Done():
+			t.Stop()
+			leave(false)
+			return ctx.Err()
+		}
+		t.Stop()
+	}
+}
+
+// pause is how long a refused waiter waits before its next try unless
+// woken. head: it heads the key's queue in this process.
+func pause(s *Spec, e *backoff.Exp, r Result, head bool) time.Duration {
+	if s.Listening && r.Remaining >= 0 {
+		// Until the claim ends, in case its holder died without a word;
+		// jitter spreads the waiters that all wake at one expiry.
+		return r.Remaining + time.Millisecond + rand.N(2*time.Millisecond)
+	}
+	if s.Listening {
+		return 5*time.Millisecond + rand.N(10*time.Millisecond)
+	}
+	if !head {
+		e.AtMax()
+	}
+	d := e.Advance()
+	if r.Remaining >= 0 && r.Remaining < d {
+		d = r.Remaining + time.Millisecond
+	}
+	return backoff.Jitter(d)
+}

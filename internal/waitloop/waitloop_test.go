@@ -1,0 +1,204 @@
+package waitloop
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"go.uber.org/goleak"
+
+	"github.com/sqllock/sqllock/internal/backoff"
+	"github.com/sqllock/sqllock/internal/waitq"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// lock is an in-memory key a try can take: enough to drive the loop.
+type lock struct {
+	mu   sync.Mutex
+	held bool
+}
+
+func (l *lock) try(context.Context, Turn) (Result, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.held {
+		return Result{Remaining: -1}, nil
+	}
+	l.held = true
+	return Result{Won: true}, nil
+}
+
+// slow polling: only a wake-up can make a waiter try again within a test.
+var slow = backoff.Exp{Min: time.Hour, Max: time.Hour}
+
+func TestTryOnce(t *testing.T) {
+	q := waitq.New(waitq.Coalesce)
+	var l lock
+	s := Spec{Queue: q, Key: "k", Backoff: slow, Try: l.try}
+	if err := Run(context.Background(), s); err != nil {
+		t.Fatalf("try on a free key = %v", err)
+	}
+	if err := Run(context.Background(), s); !errors.Is(err, ErrRefused) {
+		t.Fatalf("try on a held key = %v, want ErrRefused", err)
+	}
+	fatal := errors.New("syntax error")
+	s.Try = func(context.Context, Turn) (Result, error) { return Result{}, fatal }
+	if err := Run(context.Background(), s); !errors.Is(err, fatal) {
+		t.Fatalf("try failing = %v, want its error", err)
+	}
+	// The server refusing a lock wait settled it: held.
+	s.Try = func(context.Context, Turn) (Result, error) { return Result{}, &mysql.MySQLError{Number: 1205} }
+	if err := Run(context.Background(), s); !errors.Is(err, ErrRefused) {
+		t.Fatalf("lock wait timeout on a try = %v, want ErrRefused", err)
+	}
+	// A transient error ends a non-blocking call with that error: nothing
+	// was learnt about the key.
+	lost := &mysql.MySQLError{Number: 2013}
+	s.Try = func(context.Context, Turn) (Result, error) { return Result{}, lost }
+	if err := Run(context.Background(), s); !errors.Is(err, lost) {
+		t.Fatalf("lost connection on a try = %v, want that error", err)
+	}
+}
+
+func TestWaiterWokenByRelease(t *testing.T) {
+	q := waitq.New(waitq.Coalesce)
+	l := lock{held: true}
+	done := make(chan error, 1)
+	go func() { done <- Run(context.Background(), Spec{Queue: q, Key: "k", Wait: true, Backoff: slow, Try: l.try}) }()
+	time.Sleep(20 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("waiter returned %v while the key was held", err)
+	default:
+	}
+	l.mu.Lock()
+	l.held = false
+	l.mu.Unlock()
+	q.Signal("k")
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("woken waiter = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a release did not wake the waiter")
+	}
+}
+
+func TestCancelLeavesQueue(t *testing.T) {
+	q := waitq.New(waitq.Coalesce)
+	l := lock{held: true}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	err := Run(ctx, Spec{Queue: q, Key: "k", Wait: true, Backoff: slow, Try: l.try})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Run = %v, want the deadline", err)
+	}
+	if !q.First("k", nil) || !joinAlone(q) {
+		t.Fatal("the cancelled waiter stayed queued")
+	}
+}
+
+func joinAlone(q *waitq.Queue) bool {
+	w, ahead := q.Join("k")
+	defer q.Leave("k", w, false, false)
+	return !ahead
+}
+
+// A waiter that joins behind another waits for its turn instead of
+// trying; a reentrant one tries at once.
+func TestJoinBehindOthers(t *testing.T) {
+	q := waitq.New(waitq.Coalesce)
+	first, _ := q.Join("k")
+	defer q.Leave("k", first, false, false)
+	var tries atomic.Int32
+	try := func(context.Context, Turn) (Result, error) {
+		tries.Add(1)
+		return Result{Won: true}, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	if err := Run(ctx, Spec{Queue: q, Key: "k", Wait: true, Backoff: slow, Try: try}); !errors.Is(err, context.DeadlineExceeded) || tries.Load() != 0 {
+		t.Fatalf("behind another waiter: Run = %v after %d tries, want to wait its turn without trying", err, tries.Load())
+	}
+	if err := Run(context.Background(), Spec{Queue: q, Key: "k", Wait: true, Reentry: true, Backoff: slow, Try: try}); err != nil || tries.Load() != 1 {
+		t.Fatalf("reentrant: Run = %v after %d tries, want one winning try", err, tries.Load())
+	}
+}
+
+// A wake-up that arrives while a try fails transiently is not spent: the
+// waiter tries again at once.
+func TestTransientKeepsWakeup(t *testing.T) {
+	q := waitq.New(waitq.Coalesce)
+	var n atomic.Int32
+	try := func(context.Context, Turn) (Result, error) {
+		switch n.Add(1) {
+		case 1:
+			return Result{Remaining: -1}, nil // refused
+		case 2:
+			q.Signal("k") // a release during the try
+			return Result{}, &mysql.MySQLError{Number: 2013}
+		}
+		return Result{Won: true}, nil
+	}
+	done := make(chan error, 1)
+	go func() { done <- Run(context.Background(), Spec{Queue: q, Key: "k", Wait: true, Backoff: slow, Try: try}) }()
+	time.Sleep(10 * time.Millisecond)
+	q.Signal("k")
+	select {
+	case err := <-done:
+		if err != nil || n.Load() != 3 {
+			t.Fatalf("Run = %v after %d tries, want a win at the third", err, n.Load())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a wake-up during a transient failure was lost")
+	}
+}
+
+func TestClosedWakes(t *testing.T) {
+	q := waitq.New(waitq.Coalesce)
+	closed := make(chan struct{})
+	errClosed := errors.New("closed")
+	var isClosed atomic.Bool
+	try := func(context.Context, Turn) (Result, error) {
+		if isClosed.Load() {
+			return Result{}, errClosed
+		}
+		return Result{Remaining: -1}, nil
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(context.Background(), Spec{Queue: q, Key: "k", Wait: true, Backoff: slow, Closed: closed, Try: try})
+	}()
+	time.Sleep(10 * time.Millisecond)
+	isClosed.Store(true)
+	close(closed)
+	select {
+	case err := <-done:
+		if !errors.Is(err, errClosed) {
+			t.Fatalf("Run after Close = %v, want the try's closed error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("closing did not wake the waiter")
+	}
+}
+
+func TestPause(t *testing.T) {
+	e := backoff.Exp{Min: 4 * time.Millisecond, Max: 64 * time.Millisecond}
+	s := Spec{Listening: true}
+	if d := pause(&s, &e, Result{Remaining: 30 * time.Millisecond}, true); d < 31*time.Millisecond || d > 33*time.Millisecond {
+		t.Fatalf("listening, holder's lease 30ms: pause %v, want just past it", d)
+	}
+	s.Listening = false
+	if d := pause(&s, &e, Result{Remaining: -1}, true); d < 2*time.Millisecond || d > 4*time.Millisecond {
+		t.Fatalf("head, first pause %v, want within the first step", d)
+	}
+	if d := pause(&s, &e, Result{Remaining: -1}, false); d < 32*time.Millisecond || d > 64*time.Millisecond {
+		t.Fatalf("behind the head: pause %v, want the cap", d)
+	}
+}
