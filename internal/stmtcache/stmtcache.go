@@ -1,4 +1,4 @@
-// Package stmtcache prepares each statement once per *sql.DB, so that MySQL
+// Package stmtcache prepares each statement once per handle, so that MySQL
 // does not pay a server-side prepare (and close) on every parameterised
 // call; database/sql then prepares it once per pooled connection.
 //
@@ -24,8 +24,14 @@ type Cache struct {
 	closed bool
 }
 
+// Preparer is a handle statements are prepared on: a *sql.DB (prepared
+// once per pooled connection by database/sql) or a pinned *sql.Conn.
+type Preparer interface {
+	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
+}
+
 type key struct {
-	db *sql.DB
+	db Preparer
 	q  string
 }
 
@@ -41,7 +47,7 @@ type entry struct {
 // Stmt returns query prepared on db, and a function to call once the
 // statement and any rows it returned are no longer used. Use it for a
 // statement that runs inside a transaction (tx.StmtContext).
-func (c *Cache) Stmt(ctx context.Context, db *sql.DB, query string) (*sql.Stmt, func(), error) {
+func (c *Cache) Stmt(ctx context.Context, db Preparer, query string) (*sql.Stmt, func(), error) {
 	k := key{db, query}
 	c.mu.Lock()
 	if c.closed {
@@ -89,7 +95,7 @@ func (c *Cache) done(e *entry) {
 }
 
 // oneShot prepares query for a single use after Close.
-func oneShot(ctx context.Context, db *sql.DB, query string) (*sql.Stmt, func(), error) {
+func oneShot(ctx context.Context, db Preparer, query string) (*sql.Stmt, func(), error) {
 	st, err := db.PrepareContext(ctx, query)
 	if err != nil {
 		return nil, nil, err
@@ -98,7 +104,7 @@ func oneShot(ctx context.Context, db *sql.DB, query string) (*sql.Stmt, func(), 
 }
 
 // Exec runs query with args on db through its prepared statement.
-func (c *Cache) Exec(ctx context.Context, db *sql.DB, query string, args ...any) (sql.Result, error) {
+func (c *Cache) Exec(ctx context.Context, db Preparer, query string, args ...any) (sql.Result, error) {
 	st, done, err := c.Stmt(ctx, db, query)
 	if err != nil {
 		return nil, err
@@ -110,7 +116,7 @@ func (c *Cache) Exec(ctx context.Context, db *sql.DB, query string, args ...any)
 // Query runs query with args on db through its prepared statement. The
 // rows stay readable after Close: database/sql closes a statement's
 // server side only once its rows are closed.
-func (c *Cache) Query(ctx context.Context, db *sql.DB, query string, args ...any) (*sql.Rows, error) {
+func (c *Cache) Query(ctx context.Context, db Preparer, query string, args ...any) (*sql.Rows, error) {
 	st, done, err := c.Stmt(ctx, db, query)
 	if err != nil {
 		return nil, err
@@ -121,7 +127,7 @@ func (c *Cache) Query(ctx context.Context, db *sql.DB, query string, args ...any
 
 // QueryRow runs query with args on db through its prepared statement and
 // scans its one row into dest; it returns sql.ErrNoRows when there is none.
-func (c *Cache) QueryRow(ctx context.Context, db *sql.DB, query string, args []any, dest ...any) error {
+func (c *Cache) QueryRow(ctx context.Context, db Preparer, query string, args []any, dest ...any) error {
 	st, done, err := c.Stmt(ctx, db, query)
 	if err != nil {
 		return err
