@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -53,6 +54,7 @@ func Run(t *testing.T, tg Target) {
 	t.Run("InvalidKey", func(t *testing.T) { testInvalidKey(t, tg) })
 	t.Run("DoubleRelease", func(t *testing.T) { testDoubleRelease(t, tg) })
 	t.Run("FencingMonotonic", func(t *testing.T) { testFencing(t, tg) })
+	t.Run("Close", func(t *testing.T) { testClose(t, tg) })
 	if !tg.Exclusive {
 		return
 	}
@@ -454,5 +456,83 @@ func testDoLoss(t *testing.T, tg Target) {
 	}
 	if !errors.Is(err, sqllock.ErrLockLost) {
 		t.Errorf("Do = %v, want ErrLockLost", err)
+	}
+}
+
+// testClose: Close is the same in every strategy. It ends every lease the
+// Locker holds as lost (Done closes, Err and the first Release match
+// ErrLockLost), frees their keys for others, wakes a blocked Acquire of
+// the Locker with ErrClosed, refuses later calls with ErrClosed, and is
+// idempotent.
+func testClose(t *testing.T, tg Target) {
+	ctx, key, other := ctxT(t), Key(t), Key(t)
+	l := tg.New(t)
+	c, ok := l.(io.Closer)
+	if !ok {
+		t.Fatalf("%T is not an io.Closer", l)
+	}
+	held := mustAcquire(t, ctx, l, key)
+	blocked := make(chan error, 1)
+	if tg.Exclusive {
+		// A second owner of the same Locker blocks on the held key.
+		go func() {
+			lease, err := l.Acquire(sqllock.WithOwner(ctx, fmt.Sprintf("closer-%x", rand.Uint64())), key)
+			if err == nil {
+				lease.Release(ctx)
+			}
+			blocked <- err
+		}()
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	select {
+	case <-held.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a held lease's Done() still open after Close")
+	}
+	if err := held.Err(); !errors.Is(err, sqllock.ErrLockLost) {
+		t.Errorf("held lease's Err() after Close = %v, want ErrLockLost", err)
+	}
+	if tg.Exclusive {
+		select {
+		case err := <-blocked:
+			if !errors.Is(err, sqllock.ErrClosed) || !errors.Is(err, sqllock.ErrNotAcquired) {
+				t.Errorf("Acquire blocked across Close = %v, want ErrClosed and ErrNotAcquired", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Close did not wake a blocked Acquire")
+		}
+	}
+	for name, f := range map[string]func(context.Context, string) (sqllock.Lease, error){"Acquire": l.Acquire, "TryAcquire": l.TryAcquire} {
+		if lease, err := f(ctx, other); !errors.Is(err, sqllock.ErrClosed) {
+			t.Errorf("%s after Close = %v, %v; want ErrClosed", name, lease, err)
+		} else if !strings.Contains(err.Error(), other) {
+			t.Errorf("%s after Close: error %q does not name the key", name, err)
+		}
+	}
+	if err := c.Close(); err != nil {
+		t.Errorf("second Close = %v, want nil", err)
+	}
+	if err := held.Release(ctx); !errors.Is(err, sqllock.ErrLockLost) {
+		t.Errorf("Release of a lease ended by Close = %v, want ErrLockLost", err)
+	}
+	if err := held.Release(ctx); !errors.Is(err, sqllock.ErrReleased) {
+		t.Errorf("second Release = %v, want ErrReleased", err)
+	}
+	if !tg.Exclusive {
+		return
+	}
+	// The key is free for everyone else at once.
+	next, err := tg.New(t).TryAcquire(ctx, key)
+	if err != nil {
+		t.Fatalf("TryAcquire by another Locker after Close: %v", err)
+	}
+	if next.Token() <= held.Token() {
+		t.Errorf("token after Close %d not above %d", next.Token(), held.Token())
+	}
+	if err := next.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
