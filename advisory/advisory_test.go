@@ -471,41 +471,6 @@ AND classid::bigint = $1 AND objid::bigint = $2 AND NOT granted`, int64(uint64(i
 	})
 }
 
-// TestCloseReleases: Close frees the server locks and ends the leases.
-func TestCloseReleases(t *testing.T) {
-	forEach(t, func(t *testing.T, db *testdb.DB) {
-		ctx, key := ctxT(t), locktest.Key(t)
-		l, err := advisory.New(db.DB, db.Dialect)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lease, err := l.Acquire(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := l.Close(); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-lease.Done():
-		default:
-			t.Fatal("lease not ended by Close")
-		}
-		if !errors.Is(lease.Err(), sqllock.ErrLockLost) {
-			t.Errorf("Err() after Close = %v", lease.Err())
-		}
-		if ids := holders(t, db, key); len(ids) != 0 {
-			t.Fatalf("%q still held by %v after Close", key, ids)
-		}
-		if _, err := l.TryAcquire(ctx, key); err == nil {
-			t.Fatal("TryAcquire after Close succeeded")
-		}
-		if err := lease.Release(ctx); !errors.Is(err, sqllock.ErrLockLost) {
-			t.Errorf("Release after Close = %v", err)
-		}
-	})
-}
-
 // waitIdle waits for db to have no connection in use.
 func waitIdle(t testing.TB, db *testdb.DB) {
 	t.Helper()

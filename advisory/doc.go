@@ -5,7 +5,8 @@
 // SQLite has none; [New] returns an error matching [sqllock.ErrUnsupported]
 // there (use tablelock).
 //
-//	l, err := advisory.New(db, sqllock.Postgres)
+//	l, err := advisory.New(db, dialect) // PostgreSQL or MySQL
+//	defer l.Close()
 //	lease, err := l.Acquire(ctx, "jobs/nightly")
 //	defer lease.Release(ctx)
 //
@@ -31,7 +32,7 @@
 //
 // A blocked [Locker.Acquire] parks no connection and queues nothing in the
 // server, so cancelling it leaves nothing behind and 200 waiters need no
-// more connections than one. Waiters poll with exponential backoff and full
+// more connections than one. Waiters poll with exponential backoff and
 // jitter, capped by [WithMaxBackoff] (default 50ms); waiters in this process
 // queue in arrival order per lock and a release here, by any Locker, wakes
 // the first at once, so a hot key is handed round fairly. Handoff to a
@@ -92,4 +93,25 @@
 //     to two clients. Send all lock traffic to one node, or use tablelock.
 //   - MySQL named locks have no shared mode and are not transactional:
 //     the shared and transaction forms return [sqllock.ErrUnsupported].
+//
+// # Close
+//
+// A [Locker] is an [io.Closer], and [Locker.Close] means what it means in
+// every strategy of this module:
+//
+//   - Acquisitions after Close are refused with an error matching
+//     [sqllock.ErrClosed] that names the key; an Acquire blocked at that
+//     moment returns an error matching both [sqllock.ErrClosed] and
+//     [sqllock.ErrNotAcquired].
+//   - Every key the Locker holds is freed in the server (one unlock-all
+//     statement per pinned session), and those leases end as lost: Done is
+//     closed and Err matches [sqllock.ErrLockLost] with the cause "the
+//     Locker was closed". Their first Release returns that loss, later ones
+//     [sqllock.ErrReleased]. Lost, not released: the holder's work was cut
+//     short, and [sqllock.Do] cancels it.
+//   - The session checkers stop before Close returns, and the statements
+//     prepared on the pinned sessions are closed with them.
+//   - The *sql.DB is the caller's: Close never closes it.
+//
+// Close is idempotent: later calls return nil.
 package advisory

@@ -5,18 +5,22 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math/rand/v2"
+	"io"
 	"sync"
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/backoff"
+	"github.com/sqllock/sqllock/internal/lease"
 	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/waitloop"
 	"github.com/sqllock/sqllock/internal/waitq"
 )
 
 var (
 	_ sqllock.Locker = (*Locker)(nil)
 	_ SharedLocker   = (*Locker)(nil)
+	_ io.Closer      = (*Locker)(nil)
 )
 
 // SharedLocker is the read side of a read/write lock: any number of shared
@@ -31,11 +35,11 @@ type SharedLocker interface {
 	TryAcquireShared(ctx context.Context, key string) (sqllock.Lease, error)
 }
 
-// releaseTimeout bounds Close's clean-up statements.
-const releaseTimeout = 5 * time.Second
-
 // minBackoff is the first pause of a blocked Acquire.
 const minBackoff = time.Millisecond
+
+// errClosed: a try found the Locker closed.
+var errClosed = errors.New("advisory: locker closed")
 
 type mode uint8
 
@@ -68,7 +72,7 @@ type entry struct {
 	token   int64
 	leases  map[*Lease]struct{}
 	changed chan struct{} // closed at every state change and at removal
-	lostErr error
+	lost    string        // why the lock was lost; empty while it is not
 }
 
 // signal wakes the Locker's callers waiting on e. Locker.mu held.
@@ -79,34 +83,35 @@ func (e *entry) signal() {
 
 // Locker hands out leases backed by PostgreSQL advisory locks or MySQL
 // named locks, multiplexed onto a few pinned sessions. It is safe for
-// concurrent use. Close releases everything it still holds.
+// concurrent use. Close ends what it still holds (see the package doc).
 type Locker struct {
 	db       *sql.DB
-	dialect  sqllock.Dialect
+	st       store
+	prepare  bool // st.prepare()
 	cfg      config
-	q        queries
 	sessions []*session
 	wg       sync.WaitGroup // session checkers
+	done     chan struct{}  // closed by Close
 
 	mu     sync.Mutex
 	keys   map[string]*entry
 	closed bool
 }
 
-// New returns a Locker over db for dialect d (sqllock.Postgres or
-// sqllock.MySQL; sqllock.SQLite has no advisory locks and gets an error
-// matching sqllock.ErrUnsupported). It checks its options but does not touch
-// the database; the fencing sequence comes from migrations.Up. New never
-// closes db.
+// New returns a Locker over db for dialect d: PostgreSQL or MySQL/MariaDB.
+// SQLite has no advisory locks and gets an error matching
+// sqllock.ErrUnsupported. New checks its options but does not touch the
+// database; the fencing sequence comes from migrations.Up. New never closes
+// db.
 func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
 	if db == nil {
 		return nil, fmt.Errorf("advisory: %w: nil *sql.DB", sqllock.ErrInvalidOption)
 	}
-	switch d {
-	case sqllock.Postgres, sqllock.MySQL:
-	case sqllock.SQLite:
-		return nil, fmt.Errorf("advisory: %w: SQLite has no advisory locks; use tablelock", sqllock.ErrUnsupported)
-	default:
+	st, ok := stores[d]
+	switch {
+	case !ok && d.Valid():
+		return nil, fmt.Errorf("advisory: %w: %v has no advisory locks; use tablelock", sqllock.ErrUnsupported, d)
+	case !ok:
 		return nil, fmt.Errorf("advisory: %w: unknown dialect %v", sqllock.ErrInvalidOption, d)
 	}
 	cfg := defaults()
@@ -115,7 +120,7 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
 			return nil, fmt.Errorf("advisory: %w", err)
 		}
 	}
-	l := &Locker{db: db, dialect: d, cfg: cfg, q: buildQueries(d), keys: make(map[string]*entry)}
+	l := &Locker{db: db, st: st, prepare: st.prepare(), cfg: cfg, done: make(chan struct{}), keys: make(map[string]*entry)}
 	l.sessions = make([]*session, cfg.sessions)
 	for i := range l.sessions {
 		l.sessions[i] = newSession(l)
@@ -160,8 +165,29 @@ func opName(m mode) string {
 	return "acquire"
 }
 
-func cancelled(m mode, key string, cause error) error {
-	return errors.Join(fmt.Errorf("advisory: %s %q: %w", opName(m), key, sqllock.ErrNotAcquired), cause)
+// notAcquired is the error of an acquisition that ended for cause (the
+// context's error), joined so that both match.
+func notAcquired(op, key string, cause error) error {
+	return errors.Join(fmt.Errorf("advisory: %s %q: %w", op, key, sqllock.ErrNotAcquired), cause)
+}
+
+// closedErr is the error of an acquisition refused by a closed Locker;
+// blocked: it was waiting when Close came, and did not get the key.
+func closedErr(op, key string, blocked bool) error {
+	if blocked {
+		return fmt.Errorf("advisory: %s %q: %w: %w", op, key, sqllock.ErrNotAcquired, sqllock.ErrClosed)
+	}
+	return fmt.Errorf("advisory: %s %q: %w", op, key, sqllock.ErrClosed)
+}
+
+// isClosed reports whether Close has been called.
+func (l *Locker) isClosed() bool {
+	select {
+	case <-l.done:
+		return true
+	default:
+		return false
+	}
 }
 
 func (l *Locker) acquire(ctx context.Context, key string, m mode, wait bool) (sqllock.Lease, error) {
@@ -169,22 +195,24 @@ func (l *Locker) acquire(ctx context.Context, key string, m mode, wait bool) (sq
 	if err := sqllock.ValidateKey(key); err != nil {
 		return nil, fmt.Errorf("advisory: %s %q: %w", op, key, err)
 	}
-	if m == shared && l.dialect != sqllock.Postgres {
-		return nil, fmt.Errorf("advisory: %s %q: %w: MySQL named locks have no shared mode", op, key, sqllock.ErrUnsupported)
+	if m == shared {
+		if err := l.st.supports(featShared); err != nil {
+			return nil, fmt.Errorf("advisory: %s %q: %w", op, key, err)
+		}
 	}
 	owner, _, err := sqllock.ResolveOwner(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("advisory: %s %q: %w", op, key, err)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, cancelled(m, key, err)
+		return nil, notAcquired(op, key, err)
 	}
 	id := l.lockID(key)
-	for {
+	for waited := false; ; waited = true {
 		l.mu.Lock()
 		if l.closed {
 			l.mu.Unlock()
-			return nil, fmt.Errorf("advisory: %s %q: %w: locker closed", op, key, sqllock.ErrInvalidOption)
+			return nil, closedErr(op, key, waited)
 		}
 		e := l.keys[key]
 		if e == nil {
@@ -213,10 +241,18 @@ func (l *Locker) acquire(ctx context.Context, key string, m mode, wait bool) (sq
 		l.mu.Unlock()
 		select {
 		case <-ch:
+		case <-l.done:
 		case <-ctx.Done():
-			return nil, cancelled(m, key, ctx.Err())
+			return nil, notAcquired(op, key, ctx.Err())
 		}
 	}
+}
+
+// lockID is key's lock, and the session it lives on.
+func (l *Locker) lockID(key string) lockID {
+	id := l.st.lockID(l.cfg.namespace, key)
+	id.slot = int(id.hash % uint64(len(l.sessions)))
+	return id
 }
 
 func (e *entry) hasOwner(owner string) bool {
@@ -230,7 +266,8 @@ func (e *entry) hasOwner(owner string) bool {
 
 // addLease adds a lease on a held entry. Locker.mu held.
 func (l *Locker) addLease(e *entry, owner string) *Lease {
-	s := &Lease{l: l, e: e, key: e.key, owner: owner, token: e.token}
+	s := &Lease{l: l, e: e, owner: owner}
+	s.base.Init("advisory", e.key, e.token)
 	e.leases[s] = struct{}{}
 	return s
 }
@@ -244,182 +281,110 @@ func (l *Locker) remove(e *entry) {
 }
 
 // poll is run by the one caller that created e: it tries the server until it
-// wins, is refused (without wait), fails or its context ends. Other callers
+// wins, is refused (without wait), fails or its context ends, through the
+// module's wait loop and the process-wide queue of the key. Other callers
 // of the Locker wait on e meanwhile, so a key costs one statement per
 // backoff step however many goroutines wait for it.
 func (l *Locker) poll(ctx context.Context, e *entry, wait bool) (sqllock.Lease, error) {
-	op := opName(e.mode)
-	giveUp := func() {
-		l.mu.Lock()
-		l.remove(e)
-		l.mu.Unlock()
-	}
-	backoff := minBackoff
-	// Queue before the first try, so a release between a refusal and the
-	// sleep is not missed. A blocking Acquire that finds others of this
-	// process queued waits its turn instead of barging in ahead of them.
-	var wt *waitq.Waiter
-	skip := false
-	if wait {
-		wt, skip = wakeups.Join(e.id.wake)
-	}
-	leave := func(acquired bool) { wakeups.Leave(e.id.wake, wt, acquired, false) }
-	for {
-		wake, _ := wakeups.Rearm(wt) // before the try: a wake during it must not be lost
-		var lease *Lease
-		closed := false
-		var err error
-		if !skip {
-			err = e.sess.run(ctx, true, func(sctx context.Context, c *sql.Conn) error {
-				// Close sets closed before it takes the session locks: checked
-				// here, no lock can be taken after Close has cleaned up.
-				l.mu.Lock()
-				closed = l.closed
-				l.mu.Unlock()
-				if closed {
-					return nil
-				}
-				tok, ok, err := l.try(sctx, e.sess, e.id, e.mode)
-				if err != nil || !ok {
-					return err
-				}
-				// Still under the session lock: a concurrent failure of the
-				// session sees the entry held and ends it.
-				e.sess.held++
-				l.mu.Lock()
-				e.state, e.token = stHeld, tok
-				lease = l.addLease(e, e.owner)
-				e.signal()
-				l.mu.Unlock()
-				return nil
-			})
-		}
-		skip = false
-		if lease != nil {
-			leave(true)
-			return lease, nil
-		}
-		if err != nil {
-			switch {
-			case ctx.Err() != nil:
-				leave(false)
-				giveUp()
-				return nil, cancelled(e.mode, e.key, ctx.Err())
-			case wait && sqlutil.IsRetryable(err):
+	var won *Lease
+	err := waitloop.Run(ctx, waitloop.Spec{
+		Queue:   wakeups,
+		Key:     e.id.wake,
+		Wait:    wait,
+		Backoff: backoff.Exp{Min: minBackoff, Max: l.cfg.maxBackoff},
+		Closed:  l.done,
+		Try: func(ctx context.Context, t waitloop.Turn) (waitloop.Result, error) {
+			lease, err := l.tryOnce(ctx, e)
+			if err != nil && t.Queued && sqlutil.IsRetryable(err) {
 				l.cfg.logger.Info("advisory: acquire failed, retrying", "key", e.key, "error", err.Error())
-			default:
-				leave(false)
-				giveUp()
-				return nil, fmt.Errorf("advisory: %s %q: %w", op, e.key, err)
 			}
-		}
-		if !wait {
-			giveUp()
-			return nil, fmt.Errorf("advisory: %s %q: %w", op, e.key, sqllock.ErrNotAcquired)
-		}
-		l.mu.Lock()
-		closed = closed || l.closed
-		l.mu.Unlock()
-		if closed {
-			leave(false)
-			giveUp()
-			return nil, fmt.Errorf("advisory: %s %q: %w: locker closed", op, e.key, sqllock.ErrInvalidOption)
-		}
-		// Exponential backoff with full jitter, capped, for the head of the
-		// queue; those behind it will be woken in turn and poll at the cap.
-		d := l.cfg.maxBackoff
-		if wakeups.First(e.id.wake, wt) {
-			d = backoff
-			backoff = min(2*backoff, l.cfg.maxBackoff)
-		}
-		timer := time.NewTimer(d/2 + rand.N(d/2+1))
-		select {
-		case <-wake:
-		case <-timer.C:
-		case <-ctx.Done():
-			timer.Stop()
-			leave(false)
-			giveUp()
-			return nil, cancelled(e.mode, e.key, ctx.Err())
-		}
-		timer.Stop()
+			won = lease
+			return waitloop.Result{Won: lease != nil, Remaining: -1}, err
+		},
+	})
+	if err == nil {
+		return won, nil
 	}
-}
-
-// try runs the try-lock statement, which issues the fencing token in the
-// same statement, only once the lock is held. sem of s held.
-func (l *Locker) try(ctx context.Context, s *session, id lockID, m mode) (token int64, ok bool, err error) {
-	var tok sql.NullInt64
-	switch {
-	case l.dialect == sqllock.MySQL:
-		var st *sql.Stmt
-		if st, err = s.prepared(ctx, l.q.try); err == nil {
-			err = st.QueryRowContext(ctx, id.name).Scan(&tok)
-		}
-	case m == shared:
-		err = s.conn.QueryRowContext(ctx, l.q.tryShared, id.pg).Scan(&tok)
-	default:
-		err = s.conn.QueryRowContext(ctx, l.q.try, id.pg).Scan(&tok)
-	}
-	return tok.Int64, tok.Valid, err
-}
-
-// unlock runs the unlock statement; ok is false when the session did not
-// hold the lock. sem of e.sess held.
-func (l *Locker) unlock(ctx context.Context, e *entry) (ok bool, err error) {
-	var res sql.NullBool
-	s := e.sess
-	switch {
-	case l.dialect == sqllock.MySQL:
-		var st *sql.Stmt
-		if st, err = s.prepared(ctx, l.q.unlock); err == nil {
-			err = st.QueryRowContext(ctx, e.id.name).Scan(&res)
-		}
-	case e.mode == shared:
-		err = s.conn.QueryRowContext(ctx, l.q.unlockShared, e.id.pg).Scan(&res)
-	default:
-		err = s.conn.QueryRowContext(ctx, l.q.unlock, e.id.pg).Scan(&res)
-	}
-	return res.Valid && res.Bool, err
-}
-
-// loseSession ends every lock held on s. sem of s held.
-func (l *Locker) loseSession(s *session, cause error) {
 	l.mu.Lock()
-	type lost struct {
-		e   *entry
-		err error
+	l.remove(e)
+	l.mu.Unlock()
+	op := opName(e.mode)
+	switch {
+	case errors.Is(err, errClosed):
+		return nil, closedErr(op, e.key, true)
+	case errors.Is(err, waitloop.ErrRefused):
+		return nil, fmt.Errorf("advisory: %s %q: %w", op, e.key, sqllock.ErrNotAcquired)
+	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		return nil, notAcquired(op, e.key, err)
 	}
-	var ended []lost
+	return nil, fmt.Errorf("advisory: %s %q: %w", op, e.key, err)
+}
+
+// tryOnce makes one attempt at e's lock on its session; a nil lease
+// without error means another session holds it.
+func (l *Locker) tryOnce(ctx context.Context, e *entry) (*Lease, error) {
+	var lease *Lease
+	closed := false
+	err := e.sess.run(ctx, true, func(ctx context.Context) error {
+		// Close marks the Locker closed before it takes the session locks:
+		// checked here, no lock can be taken after Close has cleaned up.
+		if closed = l.isClosed(); closed {
+			return nil
+		}
+		tok, ok, err := l.st.try(ctx, e.sess, e.id, e.mode)
+		if err != nil || !ok {
+			return err
+		}
+		// Still under the session lock: a concurrent failure of the
+		// session sees the entry held and ends it.
+		e.sess.held++
+		l.mu.Lock()
+		e.state, e.token = stHeld, tok
+		lease = l.addLease(e, e.owner)
+		e.signal()
+		l.mu.Unlock()
+		return nil
+	})
+	if err == nil && closed {
+		err = errClosed
+	}
+	return lease, err
+}
+
+// loseSession ends every lock held on s with cause. sem of s held.
+func (l *Locker) loseSession(s *session, cause string) {
+	l.mu.Lock()
+	var ended []*entry
+	var leases []*Lease
 	for _, e := range l.keys {
 		if e.sess != s || e.state == stTrying {
 			continue
 		}
-		e.lostErr = fmt.Errorf("%w: %v", sqllock.ErrLockLost, cause)
-		ended = append(ended, lost{e, fmt.Errorf("advisory: lease %q (token %d): %w", e.key, e.token, e.lostErr)})
-	}
-	var leases []*Lease
-	var errs []error
-	for _, x := range ended {
-		for s := range x.e.leases {
-			leases = append(leases, s)
-			errs = append(errs, x.err)
+		e.lost = cause
+		ended = append(ended, e)
+		for x := range e.leases {
+			leases = append(leases, x)
 		}
-		l.remove(x.e)
+	}
+	for _, e := range ended {
+		l.remove(e)
 	}
 	l.mu.Unlock()
-	for i, s := range leases {
-		s.st.End(errs[i])
+	for _, x := range leases {
+		x.base.Lose(x.base.Lost(cause))
 	}
-	for _, x := range ended {
-		wakeups.Signal(x.e.id.wake)
+	for _, e := range ended {
+		wakeups.Signal(e.id.wake)
 	}
 }
 
-// Close releases every lock the Locker still holds (one unlock-all statement
-// per pinned session) and ends those leases with sqllock.ErrLockLost;
-// acquisitions afterwards fail. A session whose clean-up fails is closed,
-// which frees its locks in the server too. Close never closes the *sql.DB.
+// Close ends the Locker, as the package doc says: it refuses later
+// acquisitions with sqllock.ErrClosed, wakes the Acquires blocked in it,
+// frees every lock it holds (one unlock-all statement per pinned session)
+// and ends those leases as lost, stops its session checkers and closes its
+// prepared statements. A session whose clean-up fails is closed, which
+// frees its locks in the server too. Close never closes the *sql.DB; later
+// calls return nil.
 func (l *Locker) Close() error {
 	l.mu.Lock()
 	if l.closed {
@@ -427,20 +392,18 @@ func (l *Locker) Close() error {
 		return nil
 	}
 	l.closed = true
-	for _, e := range l.keys {
-		e.signal() // waiters re-check and see closed
-	}
+	close(l.done) // wakes the blocked Acquires, which see closed
 	l.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), lease.ReleaseTimeout)
 	defer cancel()
 	var errs []error
 	for _, s := range l.sessions {
-		err := s.run(ctx, false, func(sctx context.Context, c *sql.Conn) error {
-			if _, err := c.ExecContext(sctx, l.q.unlockAll); err != nil {
+		err := s.run(ctx, false, func(ctx context.Context) error {
+			if err := l.st.unlockAll(ctx, s); err != nil {
 				return err
 			}
 			s.held = 0
-			l.loseSession(s, errors.New("the Locker was closed"))
+			l.loseSession(s, "the Locker was closed")
 			s.unpin()
 			return nil
 		})
@@ -453,38 +416,6 @@ func (l *Locker) Close() error {
 		return fmt.Errorf("advisory: close: %w", err)
 	}
 	return nil
-}
-
-// queries are the statements on pinned sessions. On MySQL they are
-// prepared once per pinned connection.
-type queries struct {
-	try, tryShared, unlock, unlockShared string
-	unlockAll                            string
-	txLock, txTry                        string // PostgreSQL transaction level
-}
-
-func buildQueries(d sqllock.Dialect) queries {
-	if d == sqllock.MySQL {
-		return queries{
-			// IF evaluates NEXTVAL only when GET_LOCK returned 1: the token
-			// is drawn by the session that holds the lock, while it holds it.
-			try:       "SELECT IF(GET_LOCK(?, 0) = 1, NEXTVAL(sqllock_fence_seq), NULL)",
-			unlock:    "SELECT RELEASE_LOCK(?)",
-			unlockAll: "SELECT RELEASE_ALL_LOCKS()",
-		}
-	}
-	return queries{
-		// CASE evaluates nextval only when the lock was granted.
-		try:          "SELECT CASE WHEN pg_try_advisory_lock($1) THEN nextval('sqllock_fence_seq') END",
-		tryShared:    "SELECT CASE WHEN pg_try_advisory_lock_shared($1) THEN nextval('sqllock_fence_seq') END",
-		unlock:       "SELECT pg_advisory_unlock($1)",
-		unlockShared: "SELECT pg_advisory_unlock_shared($1)",
-		unlockAll:    "SELECT pg_advisory_unlock_all()",
-		// OFFSET 0 keeps the planner from flattening the subquery, so the
-		// lock is granted before nextval runs.
-		txLock: "SELECT nextval('sqllock_fence_seq') FROM (SELECT pg_advisory_xact_lock($1) OFFSET 0) AS granted",
-		txTry:  "SELECT CASE WHEN pg_try_advisory_xact_lock($1) THEN nextval('sqllock_fence_seq') END",
-	}
 }
 
 // wakeups queues the blocked Acquires of this process per server lock, in

@@ -4,10 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"strconv"
 	"unicode/utf8"
-
-	"github.com/sqllock/sqllock"
 )
 
 // MaxMySQLNameLen is the longest GET_LOCK name MySQL accepts (MariaDB is
@@ -57,30 +54,4 @@ func MySQLName(namespace, key string) string {
 		n--
 	}
 	return name[:n] + "~" + hex.EncodeToString(sum[:16])
-}
-
-// lockID is a key's lock as the server knows it.
-type lockID struct {
-	pg   int64  // PostgreSQL advisory id
-	name string // MySQL GET_LOCK name
-	wake string // process-wide wake-up key
-	slot int    // which of the Locker's sessions holds it
-}
-
-func (l *Locker) lockID(key string) lockID {
-	var id lockID
-	var h uint64
-	if l.dialect == sqllock.MySQL {
-		name := MySQLName(l.cfg.namespace, key)
-		id.name = name
-		id.wake = "m" + name
-		sum := sha256.Sum256([]byte(name))
-		h = binary.BigEndian.Uint64(sum[:8])
-	} else {
-		id.pg = PostgresKey(l.cfg.namespace, key)
-		id.wake = "p" + strconv.FormatInt(id.pg, 16)
-		h = uint64(id.pg)
-	}
-	id.slot = int(h % uint64(len(l.sessions)))
-	return id
 }

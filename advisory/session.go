@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/sqllock/sqllock/internal/stmtcache"
 )
 
 // stmtTimeout is how long a statement on a pinned session may run before the
@@ -38,8 +40,8 @@ type session struct {
 	everHeld bool // conn has held a lock since it was pinned
 	lastUse  time.Time
 	gen      uint64
-	stmts    map[string]*sql.Stmt // prepared on conn (MySQL)
-	stop     chan struct{}        // closed to end the current conn's checker
+	stmts    *stmtcache.Cache // statements prepared on conn, closed with it
+	stop     chan struct{}    // closed to end the current conn's checker
 }
 
 func newSession(l *Locker) *session {
@@ -57,16 +59,18 @@ func (s *session) lock(ctx context.Context) error {
 
 func (s *session) unlock() { <-s.sem }
 
-// run calls fn with the session's connection, under the session lock,
-// pinning a connection from the pool first when pin is set (otherwise a
-// session without one returns errNoSession). ctx bounds only the wait for
-// the lock and for a connection. fn's statements get a context of their own,
-// detached from ctx: cancelling a statement can close its connection
-// (go-sql-driver/mysql does), and closing it would end every lock on the
-// session. Any error from fn fails the session: after an error nobody can
-// tell which locks the server still holds on it, and closing it settles that.
-// A session left holding nothing goes back to the pool at once.
-func (s *session) run(ctx context.Context, pin bool, fn func(ctx context.Context, c *sql.Conn) error) error {
+// run calls fn under the session lock, with the session's connection
+// pinned: fn runs its statements through queryRow. A session without a
+// connection pins one from the pool when pin is set and the Locker is not
+// closed, and otherwise returns errNoSession or errClosed. ctx bounds only
+// the wait for the lock and for a connection. fn's statements get a
+// context of their own, detached from ctx: cancelling a statement can close
+// its connection (go-sql-driver/mysql does), and closing it would end every
+// lock on the session. Any error from fn fails the session: after an error
+// nobody can tell which locks the server still holds on it, and closing it
+// settles that. A session left holding nothing goes back to the pool at
+// once.
+func (s *session) run(ctx context.Context, pin bool, fn func(ctx context.Context) error) error {
 	if err := s.lock(ctx); err != nil {
 		return err
 	}
@@ -75,6 +79,11 @@ func (s *session) run(ctx context.Context, pin bool, fn func(ctx context.Context
 		if !pin {
 			return errNoSession
 		}
+		// Close marks the Locker closed before it takes the session locks:
+		// no connection, and no checker, is pinned after it has cleaned up.
+		if s.l.isClosed() {
+			return errClosed
+		}
 		if err := s.pin(ctx); err != nil {
 			return err
 		}
@@ -82,7 +91,7 @@ func (s *session) run(ctx context.Context, pin bool, fn func(ctx context.Context
 	s.mu.Lock()
 	s.busySince = time.Now()
 	s.mu.Unlock()
-	err := fn(context.Background(), s.conn)
+	err := fn(context.Background())
 	s.mu.Lock()
 	s.busySince = time.Time{}
 	doomed := s.doomed
@@ -110,6 +119,7 @@ func (s *session) pin(ctx context.Context) error {
 		return err
 	}
 	s.conn = c
+	s.stmts = new(stmtcache.Cache)
 	s.everHeld = false
 	s.mu.Lock()
 	s.doomed = false
@@ -124,34 +134,19 @@ func (s *session) pin(ctx context.Context) error {
 // unpin returns a connection that holds no lock to the pool. sem held.
 func (s *session) unpin() {
 	close(s.stop)
-	s.closeStmts()
+	_ = s.stmts.Close()
 	_ = s.conn.Close()
-	s.conn = nil
+	s.conn, s.stmts = nil, nil
 }
 
-// prepared returns query prepared on the session's connection, preparing it
-// on first use. go-sql-driver/mysql would otherwise prepare and close a
-// server-side statement on every parameterised call. sem held.
-func (s *session) prepared(ctx context.Context, query string) (*sql.Stmt, error) {
-	if st, ok := s.stmts[query]; ok {
-		return st, nil
+// queryRow runs query on the session's connection and scans its one row,
+// through a statement prepared once per pinned connection where the store
+// asks for it. sem held.
+func (s *session) queryRow(ctx context.Context, query string, args []any, dest any) error {
+	if s.l.prepare {
+		return s.stmts.QueryRow(ctx, s.conn, query, args, dest)
 	}
-	st, err := s.conn.PrepareContext(ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	if s.stmts == nil {
-		s.stmts = make(map[string]*sql.Stmt)
-	}
-	s.stmts[query] = st
-	return st, nil
-}
-
-func (s *session) closeStmts() {
-	for q, st := range s.stmts {
-		_ = st.Close()
-		delete(s.stmts, q)
-	}
+	return s.conn.QueryRowContext(ctx, query, args...).Scan(dest)
 }
 
 // fail discards the connection, which ends the server session and every
@@ -163,12 +158,12 @@ func (s *session) fail(cause error) {
 		return
 	}
 	close(s.stop)
-	s.closeStmts()
+	_ = s.stmts.Close()
 	_ = s.conn.Raw(func(any) error { return driver.ErrBadConn }) // ErrBadConn makes database/sql close it
-	s.conn = nil
+	s.conn, s.stmts = nil, nil
 	s.held = 0
 	s.l.cfg.logger.Warn("advisory: session failed, its locks are lost", "error", cause.Error())
-	s.l.loseSession(s, fmt.Errorf("the session holding it failed: %w", cause))
+	s.l.loseSession(s, fmt.Sprintf("the session holding it failed: %v", cause))
 }
 
 // check pings the connection of generation gen every check interval while
@@ -194,7 +189,7 @@ func (s *session) check(stop <-chan struct{}, gen uint64) {
 			// The statement cannot be interrupted from here; its locks are
 			// declared lost now, and run closes the connection when the
 			// statement returns.
-			s.l.loseSession(s, fmt.Errorf("a statement ran longer than %v", stmtTimeout))
+			s.l.loseSession(s, fmt.Sprintf("a statement ran longer than %v", stmtTimeout))
 			continue
 		}
 		select {

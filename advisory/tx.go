@@ -3,7 +3,6 @@ package advisory
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 
 	"github.com/sqllock/sqllock"
@@ -23,7 +22,8 @@ import (
 // Acquire and TryAcquire of every Locker with the same namespace.
 //
 // MySQL named locks are not transactional: there it returns an error
-// matching sqllock.ErrUnsupported.
+// matching sqllock.ErrUnsupported. After Close it returns an error
+// matching sqllock.ErrClosed.
 func (l *Locker) AcquireTx(ctx context.Context, tx *sql.Tx, key string) (int64, error) {
 	return l.acquireTx(ctx, tx, key, true)
 }
@@ -35,31 +35,30 @@ func (l *Locker) TryAcquireTx(ctx context.Context, tx *sql.Tx, key string) (int6
 }
 
 func (l *Locker) acquireTx(ctx context.Context, tx *sql.Tx, key string, wait bool) (int64, error) {
+	const op = "acquire tx"
 	if err := sqllock.ValidateKey(key); err != nil {
-		return 0, fmt.Errorf("advisory: acquire tx %q: %w", key, err)
+		return 0, fmt.Errorf("advisory: %s %q: %w", op, key, err)
 	}
 	if tx == nil {
-		return 0, fmt.Errorf("advisory: acquire tx %q: %w: nil *sql.Tx", key, sqllock.ErrInvalidOption)
+		return 0, fmt.Errorf("advisory: %s %q: %w: nil *sql.Tx", op, key, sqllock.ErrInvalidOption)
 	}
-	if l.dialect != sqllock.Postgres {
-		return 0, fmt.Errorf("advisory: acquire tx %q: %w: MySQL named locks outlive transactions; use rowlock", key, sqllock.ErrUnsupported)
+	if err := l.st.supports(featTx); err != nil {
+		return 0, fmt.Errorf("advisory: %s %q: %w", op, key, err)
+	}
+	if l.isClosed() {
+		return 0, closedErr(op, key, false)
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, errors.Join(fmt.Errorf("advisory: acquire tx %q: %w", key, sqllock.ErrNotAcquired), err)
+		return 0, notAcquired(op, key, err)
 	}
-	q := l.q.txTry
-	if wait {
-		q = l.q.txLock
-	}
-	var tok sql.NullInt64
-	err := tx.QueryRowContext(ctx, q, PostgresKey(l.cfg.namespace, key)).Scan(&tok)
+	tok, ok, err := l.st.acquireTx(ctx, txHandle{tx}, l.lockID(key), wait)
 	switch {
 	case err != nil && ctx.Err() != nil:
-		return 0, errors.Join(fmt.Errorf("advisory: acquire tx %q: %w", key, sqllock.ErrNotAcquired), ctx.Err())
+		return 0, notAcquired(op, key, ctx.Err())
 	case err != nil:
-		return 0, fmt.Errorf("advisory: acquire tx %q: %w", key, err)
-	case !tok.Valid:
-		return 0, fmt.Errorf("advisory: acquire tx %q: %w", key, sqllock.ErrNotAcquired)
+		return 0, fmt.Errorf("advisory: %s %q: %w", op, key, err)
+	case !ok:
+		return 0, fmt.Errorf("advisory: %s %q: %w", op, key, sqllock.ErrNotAcquired)
 	}
-	return tok.Int64, nil
+	return tok, nil
 }
