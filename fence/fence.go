@@ -5,27 +5,21 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/backoff"
 	"github.com/sqllock/sqllock/internal/sqlutil"
 )
 
 // DefaultTable is the fence table migration 00005 creates.
 const DefaultTable = "sqllock_fence_tokens"
 
-// writeAttempts bounds Write's retries of a transient failure of the check.
+// writeAttempts bounds Write's attempts at beginning and checking.
 const writeAttempts = 5
 
-// Querier runs the fence's statements: normally the *sql.Tx of the write
-// the check guards (or the sqlx types that wrap one). A *sql.DB or
-// *sql.Conn outside a transaction commits the check on its own, and then
-// it guards nothing that comes after it.
-type Querier interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
+// writeBackoff paces Write's retries: 1-2ms, 2-4ms, 4-8ms, 8-16ms.
+var writeBackoff = backoff.Exp{Min: 2 * time.Millisecond, Max: 16 * time.Millisecond}
 
 // Option configures a Fence.
 type Option func(*config) error
@@ -47,16 +41,14 @@ func WithTable(name string) Option {
 // Fence checks fencing tokens against a fence table. It holds no
 // connection and no state beyond its statements: safe for concurrent use,
 // and cheap to keep in a package variable.
+//
+// Its methods take a sqllock.Querier: normally the *sql.Tx of the write the
+// check guards (or the sqlx types that wrap one). A *sql.DB or *sql.Conn
+// outside a transaction commits the check on its own, and then it guards
+// nothing that comes after it.
 type Fence struct {
-	dialect sqllock.Dialect
-	table   string
-	q       queries
-}
-
-type queries struct {
-	check string // upsert the token unless a larger one is recorded
-	last  string // read the recorded token
-	lock  string // MySQL: read it with the row lock the check took
+	table string
+	st    store
 }
 
 // New returns a Fence for dialect d. It checks its options but does not
@@ -68,38 +60,24 @@ func New(d sqllock.Dialect, opts ...Option) (*Fence, error) {
 			return nil, fmt.Errorf("fence: %w", err)
 		}
 	}
-	t, err := sqlutil.QuoteIdent(d, cfg.table)
+	st, err := storeFor(d, cfg.table)
+	if err != nil {
+		return nil, err
+	}
+	return &Fence{table: cfg.table, st: st}, nil
+}
+
+// storeFor returns d's store for the table named table.
+func storeFor(d sqllock.Dialect, table string) (store, error) {
+	t, err := sqlutil.QuoteIdent(d, table)
 	if err != nil {
 		return nil, fmt.Errorf("fence: table: %w", err)
 	}
-	f := &Fence{dialect: d, table: cfg.table}
-	switch d {
-	case sqllock.Postgres:
-		f.q = queries{
-			check: `INSERT INTO ` + t + ` AS f (resource, last_token) VALUES ($1, $2)
-ON CONFLICT (resource) DO UPDATE SET last_token = EXCLUDED.last_token
-WHERE f.last_token <= EXCLUDED.last_token`,
-			last: `SELECT last_token FROM ` + t + ` WHERE resource = $1`,
-		}
-	case sqllock.MySQL:
-		// ON DUPLICATE KEY UPDATE has no WHERE: GREATEST leaves a larger
-		// recorded token in place, and the affected-row count (2: raised)
-		// or the locked row tells the outcome.
-		f.q = queries{
-			check: `INSERT INTO ` + t + ` (resource, last_token) VALUES (?, ?)
-ON DUPLICATE KEY UPDATE last_token = GREATEST(last_token, VALUES(last_token))`,
-			last: `SELECT last_token FROM ` + t + ` WHERE resource = ?`,
-			lock: `SELECT last_token FROM ` + t + ` WHERE resource = ? FOR UPDATE`,
-		}
-	case sqllock.SQLite:
-		f.q = queries{
-			check: `INSERT INTO ` + t + ` (resource, last_token) VALUES (?1, ?2)
-ON CONFLICT (resource) DO UPDATE SET last_token = excluded.last_token
-WHERE last_token <= excluded.last_token`,
-			last: `SELECT last_token FROM ` + t + ` WHERE resource = ?1`,
-		}
+	mk, ok := stores[d]
+	if !ok {
+		return nil, fmt.Errorf("fence: %w: no fence for %v", sqllock.ErrUnsupported, d)
 	}
-	return f, nil
+	return mk(t), nil
 }
 
 // Table returns the fence table's name, as given.
@@ -116,43 +94,15 @@ func (f *Fence) Table() string { return f.table }
 // the transaction ends, and a rollback undoes the check with the write.
 // A database error (a deadlock, a serialization failure) is returned
 // wrapped; it has aborted the statement and perhaps the transaction.
-func (f *Fence) Check(ctx context.Context, q Querier, resource string, token int64) error {
+func (f *Fence) Check(ctx context.Context, q sqllock.Querier, resource string, token int64) error {
 	if err := f.validate(q, resource, token); err != nil {
 		return err
 	}
-	res, err := q.ExecContext(ctx, f.q.check, resource, token)
-	if err != nil {
+	err := f.st.check(ctx, q, resource, token)
+	if err != nil && !errors.Is(err, sqllock.ErrStaleToken) {
 		return fmt.Errorf("fence: check %q (token %d): %w", resource, token, err)
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("fence: check %q (token %d): %w", resource, token, err)
-	}
-	if f.dialect == sqllock.MySQL {
-		if n == 2 { // an existing row, raised to token
-			return nil
-		}
-		// Inserted (1), or left as it was (0; 1 with CLIENT_FOUND_ROWS):
-		// the row, locked by the upsert, says which.
-		var last int64
-		if err := q.QueryRowContext(ctx, f.q.lock, resource).Scan(&last); err != nil {
-			return fmt.Errorf("fence: check %q (token %d): %w", resource, token, err)
-		}
-		if last == token {
-			return nil
-		}
-		return stale(resource, token, last)
-	}
-	if n == 1 {
-		return nil
-	}
-	// Refused. Read the newer token for the message only: at PostgreSQL's
-	// snapshot isolation levels it may be older than the one that refused.
-	var last int64
-	if err := q.QueryRowContext(ctx, f.q.last, resource).Scan(&last); err != nil {
-		return errors.Join(stale(resource, token, -1), err)
-	}
-	return stale(resource, token, last)
+	return err
 }
 
 func stale(resource string, token, last int64) error {
@@ -162,7 +112,7 @@ func stale(resource string, token, last int64) error {
 	return fmt.Errorf("fence: %q: %w: token %d is older than %d, already applied", resource, sqllock.ErrStaleToken, token, last)
 }
 
-func (f *Fence) validate(q Querier, resource string, token int64) error {
+func (f *Fence) validate(q sqllock.Querier, resource string, token int64) error {
 	if err := sqllock.ValidateKey(resource); err != nil {
 		return fmt.Errorf("fence: resource %q: %w", resource, err)
 	}
@@ -181,7 +131,7 @@ func (f *Fence) validate(q Querier, resource string, token int64) error {
 // already ended is refused before the database is asked, with an error
 // matching its Err (sqllock.ErrLockLost after a loss). Without a lease in
 // ctx Guard returns an error matching sqllock.ErrNotHeld.
-func (f *Fence) Guard(ctx context.Context, q Querier, resource string) error {
+func (f *Fence) Guard(ctx context.Context, q sqllock.Querier, resource string) error {
 	lease, ok := sqllock.LeaseFrom(ctx)
 	if !ok {
 		return fmt.Errorf("fence: guard %q: %w: no lease in the context (call it inside sqllock.Do, DoAll or DoLease)", resource, sqllock.ErrNotHeld)
@@ -195,66 +145,55 @@ func (f *Fence) Guard(ctx context.Context, q Querier, resource string) error {
 // Write runs fn in a new transaction on db, after Guard admitted the lease
 // in ctx for resource, and commits: the check and fn's writes take effect
 // together or not at all. A stale token, an ended lease or fn's error rolls
-// back and is returned as it is. A transient failure of the check (a
-// deadlock, a serialization failure, SQLITE_BUSY) is retried a few times
-// before fn runs; fn itself runs at most once.
+// back and is returned as it is. A transient failure before fn runs (a
+// deadlock or serialization failure of the check, SQLITE_BUSY, a dropped
+// connection) is retried a few times, with pauses that end when ctx does;
+// fn itself runs at most once.
 func (f *Fence) Write(ctx context.Context, db *sql.DB, resource string, fn func(tx *sql.Tx) error) error {
 	if db == nil || fn == nil {
 		return fmt.Errorf("fence: write %q: %w: nil *sql.DB or function", resource, sqllock.ErrInvalidOption)
 	}
-	for attempt := 1; ; attempt++ {
-		tx, err := db.BeginTx(ctx, nil)
+	var tx *sql.Tx
+	attempts := 0
+	retryable := func(err error) bool {
+		attempts++
+		return attempts < writeAttempts && sqlutil.IsRetryable(err) && !errors.Is(err, sqllock.ErrStaleToken)
+	}
+	err := backoff.Retry(ctx, writeBackoff, retryable, func(ctx context.Context) error {
+		t, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			return fmt.Errorf("fence: write %q: %w", resource, err)
 		}
-		if err := f.Guard(ctx, tx, resource); err != nil {
-			_ = tx.Rollback()
-			if attempt < writeAttempts && sqlutil.IsRetryable(err) && !errors.Is(err, sqllock.ErrStaleToken) && ctx.Err() == nil {
-				if err := sleep(ctx, attempt); err != nil {
-					return fmt.Errorf("fence: write %q: %w", resource, err)
-				}
-				continue
-			}
+		if err := f.Guard(ctx, t, resource); err != nil {
+			_ = t.Rollback()
 			return err
 		}
-		if err := fn(tx); err != nil {
-			_ = tx.Rollback()
-			return err
-		}
-		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("fence: write %q: commit: %w", resource, err)
-		}
+		tx = t
 		return nil
+	})
+	if err != nil {
+		return err
 	}
-}
-
-// sleep backs off with jitter before retry attempt+1.
-func sleep(ctx context.Context, attempt int) error {
-	d := time.Duration(attempt) * time.Millisecond
-	t := time.NewTimer(d + rand.N(d*4))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
 	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("fence: write %q: commit: %w", resource, err)
+	}
+	return nil
 }
 
 // Last returns the largest token applied to resource, 0 if none has been.
-func (f *Fence) Last(ctx context.Context, q Querier, resource string) (int64, error) {
+func (f *Fence) Last(ctx context.Context, q sqllock.Querier, resource string) (int64, error) {
 	if err := sqllock.ValidateKey(resource); err != nil {
 		return 0, fmt.Errorf("fence: resource %q: %w", resource, err)
 	}
 	if q == nil {
 		return 0, fmt.Errorf("fence: %q: %w: nil Querier", resource, sqllock.ErrInvalidOption)
 	}
-	var last int64
-	err := q.QueryRowContext(ctx, f.q.last, resource).Scan(&last)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return 0, nil
-	case err != nil:
+	last, _, err := f.st.last(ctx, q, resource)
+	if err != nil {
 		return 0, fmt.Errorf("fence: last %q: %w", resource, err)
 	}
 	return last, nil

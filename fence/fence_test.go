@@ -60,7 +60,7 @@ func resourceTable(t *testing.T, db *testdb.DB) string {
 	return name
 }
 
-func last(t testing.TB, ctx context.Context, f *fence.Fence, q fence.Querier, resource string) int64 {
+func last(t testing.TB, ctx context.Context, f *fence.Fence, q sqllock.Querier, resource string) int64 {
 	t.Helper()
 	n, err := f.Last(ctx, q, resource)
 	if err != nil {
@@ -444,6 +444,42 @@ func TestGuard(t *testing.T) {
 		}
 		if got := last(t, ctx, f, db, multi); got != want {
 			t.Fatalf("Last after Guard in DoAll = %d, want %d", got, want)
+		}
+	})
+}
+
+// querier has only the methods of sqllock.Querier: what a wrapper around
+// a transaction (a tracing or retrying one) typically offers.
+type querier struct{ sqllock.Querier }
+
+// The fence takes the module's one handle vocabulary, sqllock.Querier:
+// Check, Guard and Last need nothing beyond ExecContext and QueryContext.
+func TestRootQuerier(t *testing.T) {
+	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
+		ctx, f, res := ctxT(t), newFence(t, db.Dialect), locktest.Key(t)
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		q := querier{tx}
+		if err := f.Check(ctx, q, res, 5); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Check(ctx, q, res, 4); !errors.Is(err, sqllock.ErrStaleToken) || !strings.Contains(err.Error(), "older than 5") {
+			t.Fatalf("Check(4) after 5 = %v, want ErrStaleToken naming 5", err)
+		}
+		if got := last(t, ctx, f, q, res); got != 5 {
+			t.Fatalf("Last = %d, want 5", got)
+		}
+		if got := last(t, ctx, f, q, res+"/none"); got != 0 {
+			t.Fatalf("Last of an unchecked resource = %d, want 0", got)
+		}
+		if err := f.Guard(ctx, q, res); !errors.Is(err, sqllock.ErrNotHeld) {
+			t.Fatalf("Guard outside Do = %v, want ErrNotHeld", err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
 		}
 	})
 }

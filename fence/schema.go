@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/sqlutil"
 )
 
 // Schema returns the DDL of a fence table named table for d: the table
@@ -14,26 +13,11 @@ import (
 // database or for WithTable. A test keeps it identical to the shipped
 // migration.
 func Schema(d sqllock.Dialect, table string) (string, error) {
-	t, err := sqlutil.QuoteIdent(d, table)
+	st, err := storeFor(d, table)
 	if err != nil {
-		return "", fmt.Errorf("fence: table: %w", err)
+		return "", err
 	}
-	switch d {
-	case sqllock.Postgres:
-		return `CREATE TABLE ` + t + ` (
-    resource   varchar(255) NOT NULL PRIMARY KEY,
-    last_token bigint       NOT NULL
-);`, nil
-	case sqllock.MySQL:
-		return `CREATE TABLE ` + t + ` (
-    resource   varbinary(255) NOT NULL PRIMARY KEY,
-    last_token bigint         NOT NULL
-) ENGINE=InnoDB;`, nil
-	}
-	return `CREATE TABLE ` + t + ` (
-    resource   TEXT    NOT NULL PRIMARY KEY,
-    last_token INTEGER NOT NULL
-);`, nil
+	return st.schema(), nil
 }
 
 // CreateTable creates a fence table named table, in the database of the
