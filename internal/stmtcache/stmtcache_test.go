@@ -112,7 +112,7 @@ func openStmts(t *testing.T, db *testdb.DB) int {
 	var name string
 	var prep, closed int
 	row := func(v string, dst *int) {
-		if err := db.QueryRow(`SHOW SESSION STATUS LIKE '` + v + `'`).Scan(&name, dst); err != nil && err != sql.ErrNoRows {
+		if err := db.QueryRow(`SHOW SESSION STATUS LIKE '`+v+`'`).Scan(&name, dst); err != nil && err != sql.ErrNoRows {
 			t.Fatal(err)
 		}
 	}

@@ -69,7 +69,9 @@ func TestWaiterWokenByRelease(t *testing.T) {
 	q := waitq.New(waitq.Coalesce)
 	l := lock{held: true}
 	done := make(chan error, 1)
-	go func() { done <- Run(context.Background(), Spec{Queue: q, Key: "k", Wait: true, Backoff: slow, Try: l.try}) }()
+	go func() {
+		done <- Run(context.Background(), Spec{Queue: q, Key: "k", Wait: true, Backoff: slow, Try: l.try})
+	}()
 	time.Sleep(20 * time.Millisecond)
 	select {
 	case err := <-done:
@@ -147,7 +149,9 @@ func TestTransientKeepsWakeup(t *testing.T) {
 		return Result{Won: true}, nil
 	}
 	done := make(chan error, 1)
-	go func() { done <- Run(context.Background(), Spec{Queue: q, Key: "k", Wait: true, Backoff: slow, Try: try}) }()
+	go func() {
+		done <- Run(context.Background(), Spec{Queue: q, Key: "k", Wait: true, Backoff: slow, Try: try})
+	}()
 	time.Sleep(10 * time.Millisecond)
 	q.Signal("k")
 	select {
