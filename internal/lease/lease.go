@@ -24,8 +24,10 @@ import (
 // that runs detached from a caller's context.
 const ReleaseTimeout = 5 * time.Second
 
-// Base holds what every lease has. Embed it in a strategy's Lease and call
-// Init before handing the lease out; it must not be copied after.
+// Base holds what every lease has. Keep it as an unexported field of a
+// strategy's Lease (embedding would export Init, Lose and End) and forward
+// Key, Token, Done and Err to it; call Init before handing the lease out.
+// It must not be copied after.
 type Base struct {
 	strategy string
 	key      string
@@ -67,9 +69,21 @@ func (b *Base) Lose(err error) bool { return b.st.Lose(err) }
 func (b *Base) End(err error) { b.st.End(err) }
 
 // Released returns the error a second Release returns.
-func (b *Base) Released(op string) error {
-	return fmt.Errorf("%s: %s %q: %w", b.strategy, op, b.key, sqllock.ErrReleased)
+func (b *Base) Released(op string) error { return &released{b, op} }
+
+// released is ErrReleased with the strategy, the operation and the key,
+// formatted only when read: every Release ends its lease with one, and
+// most are never printed.
+type released struct {
+	b  *Base
+	op string
 }
+
+func (e *released) Error() string {
+	return fmt.Sprintf("%s: %s %q: %v", e.b.strategy, e.op, e.b.key, sqllock.ErrReleased)
+}
+
+func (e *released) Unwrap() error { return sqllock.ErrReleased }
 
 // Release runs the protocol around free, the strategy's own work (give the
 // key back, commit, unlock). free runs detached from ctx's cancellation,
