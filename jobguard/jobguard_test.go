@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,7 +15,6 @@ import (
 	"github.com/sqllock/sqllock/internal/locktest"
 	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/jobguard"
-	"github.com/sqllock/sqllock/migrations"
 )
 
 // jobTable creates a job table unique to the test, dropped when it ends:
@@ -305,28 +302,43 @@ func TestCancelledContext(t *testing.T) {
 	}
 }
 
-// TestSchemaMatchesMigration keeps Schema and the shipped migrations in step.
+// TestSchemaMatchesMigration keeps Schema and the shipped migrations in
+// step: a table made from Schema has the columns, types, collations and
+// indexes of the one migrations 00004 and 00006 leave behind.
 func TestSchemaMatchesMigration(t *testing.T) {
-	for _, d := range testdb.Dialects {
-		path := filepath.Join(d.String(), "00004_jobguard.sql")
-		src, err := migrations.FS.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
+	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
+		if got, want := testdb.Shape(t, db, jobTable(t, db)), testdb.Shape(t, db, jobguard.DefaultTable); got != want {
+			t.Errorf("a table made by Schema differs from the migrated one:\n got\n%s\n want\n%s", got, want)
 		}
-		up, _, _ := strings.Cut(string(src), "-- +goose Down")
-		want, err := jobguard.Schema(d, jobguard.DefaultTable)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want = strings.ReplaceAll(strings.ReplaceAll(want, `"`, ""), "`", "")
-		if got := normalize(up); got != normalize(want) {
-			t.Errorf("%s and Schema differ:\n%s\n---\n%s", path, got, normalize(want))
-		}
-	}
+	})
 }
 
-var comment = regexp.MustCompile(`(?m)^\s*--.*$`)
-
-func normalize(s string) string {
-	return strings.Join(strings.Fields(comment.ReplaceAllString(s, "")), " ")
+// TestNamesCompareBytes: jobs whose names differ only in case or trailing
+// space are different jobs, each run by its own replica, in the shipped
+// table and in one made by CreateTable.
+func TestNamesCompareBytes(t *testing.T) {
+	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
+		ctx := ctxT(t)
+		for _, table := range []string{jobguard.DefaultTable, jobTable(t, db)} {
+			a, b := newGuard(t, db, table), newGuard(t, db, table)
+			base := locktest.Key(t)
+			for _, pair := range [][2]string{{"Report", "report"}, {"report", "report "}} {
+				ja := jobguard.Job{Name: base + "/" + pair[0], AtMost: time.Minute}
+				jb := jobguard.Job{Name: base + "/" + pair[1], AtMost: time.Minute}
+				la, err := a.TryAcquire(ctx, ja)
+				if err != nil {
+					t.Fatal(err)
+				}
+				lb, err := b.TryAcquire(ctx, jb)
+				if err != nil {
+					t.Errorf("%s: job %q skipped while only %q runs: %v", table, jb.Name, ja.Name, err)
+				} else if err := lb.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if err := la.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	})
 }

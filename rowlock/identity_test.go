@@ -74,3 +74,31 @@ func TestTxReplacedOutside(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestKeysCompareBytes: keys that differ only in case or trailing space are
+// different rows, so different locks, in the shipped table and in one made
+// from Schema.
+func TestKeysCompareBytes(t *testing.T) {
+	forEachServer(t, func(t *testing.T, db *testdb.DB) {
+		ctx := ctxT(t)
+		for _, table := range []string{rowlock.DefaultTable, lockTable(t, db)} {
+			l := newLocker(t, db, rowlock.WithTable(table))
+			base := locktest.Key(t)
+			for _, pair := range [][2]string{{"Order-7", "order-7"}, {"order-7", "order-7 "}} {
+				a, err := l.TryAcquire(ctx, base+"/"+pair[0])
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := l.TryAcquire(ctx, base+"/"+pair[1])
+				if err != nil {
+					t.Errorf("%s: %q refused while only %q is held: %v", table, pair[1], pair[0], err)
+				} else if err := b.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if err := a.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	})
+}

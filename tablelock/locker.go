@@ -421,13 +421,16 @@ func (l *Locker) trySQLite(ctx context.Context, key, owner string, ttl int64, pr
 // sqllock.WithOwner), for a process that restarted with a persistent owner
 // and no longer has the lease. It returns an error matching
 // sqllock.ErrNotHeld, and changes nothing, when that owner does not hold
-// key.
+// key; owners compare byte for byte, as keys do.
 func (l *Locker) ReleaseKey(ctx context.Context, key string) error {
 	if err := sqllock.ValidateKey(key); err != nil {
 		return fmt.Errorf("tablelock: release %q: %w", key, err)
 	}
-	owner, ok := sqllock.OwnerFrom(ctx)
-	if !ok {
+	owner, fresh, err := sqllock.ResolveOwner(ctx)
+	switch {
+	case err != nil:
+		return fmt.Errorf("tablelock: release %q: %w", key, err)
+	case fresh:
 		return fmt.Errorf("tablelock: release %q: %w: no owner in context", key, sqllock.ErrNotHeld)
 	}
 	n, err := l.releaseOwned(ctx, key, owner)
