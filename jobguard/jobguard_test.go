@@ -29,12 +29,14 @@ func jobTable(t testing.TB, db *testdb.DB) string {
 	return table
 }
 
+// newGuard returns a Guard closed when the test ends.
 func newGuard(t testing.TB, db *testdb.DB, table string) *jobguard.Guard {
 	t.Helper()
 	g, err := jobguard.New(db.DB, db.Dialect, jobguard.WithTable(table))
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { g.Close() })
 	return g
 }
 

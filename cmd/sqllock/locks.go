@@ -57,6 +57,7 @@ func cmdLocks(ctx context.Context, args []string, e env) error {
 		if err != nil {
 			return err
 		}
+		defer g.Close()
 		// A database migrated before jobguard shipped has no job table.
 		if ok, err := tableExists(ctx, db, t.dialect, jobguard.DefaultTable); err != nil || !ok {
 			g = nil
