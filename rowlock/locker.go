@@ -12,6 +12,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/stmtcache"
 )
 
 var _ sqllock.Locker = (*Locker)(nil)
@@ -26,7 +27,7 @@ type Locker struct {
 	dialect sqllock.Dialect
 	cfg     config
 	q       queries
-	stmts   stmtCache
+	stmts   *stmtcache.Cache
 	mon     monitor
 	connIDs connIDs // MariaDB only
 
@@ -52,17 +53,20 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Locker{db: db, dialect: d, cfg: cfg, q: q, stmts: stmtCache{db: db}}
+	l := &Locker{db: db, dialect: d, cfg: cfg, q: q, stmts: stmtcache.New(db)}
 	l.mon.l = l
 	return l, nil
 }
 
-// Close refuses new acquisitions. Leases already held stay held, and
-// watched, until they are released. Close never closes the *sql.DB.
+// Close refuses new acquisitions and closes the prepared statements (those
+// of an Acquire in flight once it returns). Leases already held stay held,
+// and watched, until they are released: they need no statement. Close never
+// closes the *sql.DB.
 func (l *Locker) Close() error {
 	l.mu.Lock()
 	l.closed = true
 	l.mu.Unlock()
+	l.stmts.Close()
 	return nil
 }
 
@@ -135,10 +139,11 @@ func (p *pinned) close(bad bool) {
 func (l *Locker) attempt(ctx context.Context, key string, wait bool) (s *Lease, retry bool, err error) {
 	// Prepare before pinning: preparing takes a pooled connection of its
 	// own, which a small pool may not have while this attempt holds one.
-	st, err := l.stmts.all(ctx, l.q)
+	st, put, err := l.prepare(ctx)
 	if err != nil {
 		return nil, false, l.failed(ctx, key, err)
 	}
+	defer put()
 	conn, err := l.db.Conn(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -358,52 +363,25 @@ type stmts struct {
 	lockNoWait, lockWait                          *sql.Stmt // MariaDB
 }
 
-// stmtCache prepares a Locker's statements once. database/sql then prepares
-// each once per pooled connection, so MariaDB does not pay a server-side
-// prepare on every call.
-type stmtCache struct {
-	db *sql.DB
-	mu sync.Mutex
-	s  *stmts
-}
-
-func (c *stmtCache) all(ctx context.Context, q queries) (*stmts, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.s != nil {
-		return c.s, nil
-	}
+// prepare returns the statements of an attempt, and put, to call when the
+// attempt is over.
+func (l *Locker) prepare(ctx context.Context) (*stmts, func(), error) {
 	var s stmts
-	var list []struct {
-		dst   **sql.Stmt
-		query string
-	}
-	add := func(dst **sql.Stmt, query string) {
-		list = append(list, struct {
-			dst   **sql.Stmt
-			query string
-		}{dst, query})
-	}
-	if q.lock != "" {
-		add(&s.lock, q.lock)
-		add(&s.stamp, q.stamp)
-		add(&s.tryLock, q.tryLock)
-		add(&s.tryInsert, q.tryInsert)
-		add(&s.stampRestore, q.stampRestore)
+	var dst []**sql.Stmt
+	var queries []string
+	if l.q.lock != "" {
+		dst = []**sql.Stmt{&s.lock, &s.stamp, &s.tryLock, &s.tryInsert, &s.stampRestore}
+		queries = []string{l.q.lock, l.q.stamp, l.q.tryLock, l.q.tryInsert, l.q.stampRestore}
 	} else {
-		add(&s.lockNoWait, q.lockNoWait)
-		add(&s.lockWait, q.lockWait)
+		dst = []**sql.Stmt{&s.lockNoWait, &s.lockWait}
+		queries = []string{l.q.lockNoWait, l.q.lockWait}
 	}
-	for i, e := range list {
-		st, err := c.db.PrepareContext(ctx, e.query)
-		if err != nil {
-			for _, done := range list[:i] {
-				(*done.dst).Close()
-			}
-			return nil, fmt.Errorf("prepare: %w", err)
-		}
-		*e.dst = st
+	sts, put, err := l.stmts.GetAll(ctx, queries...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("prepare: %w", err)
 	}
-	c.s = &s
-	return c.s, nil
+	for i, st := range sts {
+		*dst[i] = st
+	}
+	return &s, put, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/stmtcache"
 	"github.com/sqllock/sqllock/internal/waitq"
 )
 
@@ -28,7 +29,7 @@ type Locker struct {
 	cfg     config
 	q       queries
 	host    string
-	stmts   stmtCache
+	stmts   *stmtcache.Cache // closed once the Locker is closed and holds nothing
 	waiters *waitq.Queue
 	ln      *listener      // nil unless PostgreSQL with notifications
 	bg      sync.WaitGroup // give-backs of cancelled tries still in flight
@@ -60,7 +61,7 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
 	l := &Locker{
 		db: db, dialect: d, cfg: cfg, q: q,
 		host:  sqllock.Host(),
-		stmts: stmtCache{db: db},
+		stmts: stmtcache.New(db),
 		holds: make(map[holdID]*hold),
 		// A wake-up says "look again": several before a try count as one.
 		waiters: waitq.New(waitq.Coalesce),
@@ -73,8 +74,9 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
 
 // Close stops the Locker's listener and refuses new acquisitions, and waits
 // for cancelled Acquires to give back what their last statement took.
-// Leases already held keep renewing until they are released. Close never
-// closes the *sql.DB.
+// Leases already held keep renewing until they are released; the prepared
+// statements close when the last of them ends. Close never closes the
+// *sql.DB.
 func (l *Locker) Close() error {
 	l.mu.Lock()
 	l.closed = true
@@ -83,7 +85,20 @@ func (l *Locker) Close() error {
 		l.ln.close()
 	}
 	l.bg.Wait() // bounded by releaseTimeout
+	l.closeStmtsIfIdle()
 	return nil
+}
+
+// closeStmtsIfIdle closes the prepared statements once the Locker is closed
+// and holds no lease that still renews or releases on them. A lease won by
+// an Acquire that raced Close runs on one-use statements instead.
+func (l *Locker) closeStmtsIfIdle() {
+	l.mu.Lock()
+	idle := l.closed && len(l.holds) == 0
+	l.mu.Unlock()
+	if idle {
+		l.stmts.Close()
+	}
 }
 
 // TTL is the lease length the Locker grants.
@@ -325,10 +340,11 @@ func (l *Locker) try(ctx context.Context, key, owner string, precheck bool) (att
 	var remaining int64
 	switch l.dialect {
 	case sqllock.Postgres:
-		st, err := l.stmts.get(ctx, l.q.acquire)
+		st, put, err := l.stmts.Get(ctx, l.q.acquire)
 		if err != nil {
 			return a, err
 		}
+		defer put()
 		err = st.QueryRowContext(ctx, key, owner, l.host, ttl).Scan(&a.won, &a.token, &a.holds, &a.host, &remaining)
 		if errors.Is(err, sql.ErrNoRows) {
 			// The holder's row is newer than this statement's snapshot.
@@ -338,10 +354,11 @@ func (l *Locker) try(ctx context.Context, key, owner string, precheck bool) (att
 			return a, err
 		}
 	case sqllock.MySQL:
-		st, err := l.stmts.get(ctx, l.q.acquire)
+		st, put, err := l.stmts.Get(ctx, l.q.acquire)
 		if err != nil {
 			return a, err
 		}
+		defer put()
 		var rowOwner string
 		if err := st.QueryRowContext(ctx, key, owner, l.host, ttl).Scan(&rowOwner, &a.token, &a.holds, &a.host, &remaining); err != nil {
 			return a, err
@@ -365,10 +382,12 @@ func (l *Locker) try(ctx context.Context, key, owner string, precheck bool) (att
 // row. Its statements are prepared once (per connection, by database/sql):
 // parsing them on every call cost more than running them.
 func (l *Locker) trySQLite(ctx context.Context, key, owner string, ttl int64, precheck bool, a *attempt, remaining *int64) (err error) {
-	holderSt, err := l.stmts.get(ctx, l.q.holder)
+	sts, put, err := l.stmts.GetAll(ctx, l.q.holder, l.q.acquire, l.q.fence)
 	if err != nil {
 		return err
 	}
+	defer put()
+	holderSt, acquireSt, fenceSt := sts[0], sts[1], sts[2]
 	var holder string
 	if precheck {
 		// A read first: in WAL mode it takes no lock, so waiters polling a
@@ -382,14 +401,6 @@ func (l *Locker) trySQLite(ctx context.Context, key, owner string, ttl int64, pr
 		case *remaining > 0 && holder != owner:
 			return nil
 		}
-	}
-	acquireSt, err := l.stmts.get(ctx, l.q.acquire)
-	if err != nil {
-		return err
-	}
-	fenceSt, err := l.stmts.get(ctx, l.q.fence)
-	if err != nil {
-		return err
 	}
 	tx, err := l.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -527,30 +538,4 @@ func countRows(rows *sql.Rows, err error) (int64, error) {
 		n++
 	}
 	return n, rows.Err()
-}
-
-// stmtCache prepares each statement once per Locker. database/sql then
-// prepares it once per pooled connection, so MySQL does not pay a
-// server-side prepare on every call.
-type stmtCache struct {
-	db *sql.DB
-	mu sync.Mutex
-	m  map[string]*sql.Stmt
-}
-
-func (c *stmtCache) get(ctx context.Context, query string) (*sql.Stmt, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if st, ok := c.m[query]; ok {
-		return st, nil
-	}
-	st, err := c.db.PrepareContext(ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	if c.m == nil {
-		c.m = make(map[string]*sql.Stmt)
-	}
-	c.m[query] = st
-	return st, nil
 }
