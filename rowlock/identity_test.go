@@ -2,6 +2,7 @@ package rowlock_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -101,4 +102,44 @@ func TestKeysCompareBytes(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestLifeIsServerStart: on MariaDB a lease's life is exactly the server's
+// start as the monitor reads it (UNIX_TIMESTAMP() - Uptime), also once the
+// server has served 2^24 UUID_SHORT() calls. A life read from UUID_SHORT()'s
+// start-time field drifts up by one each time its counter carries into it;
+// enough drift, and a lease of a server that restarted soon after looks
+// alive to the monitor when its reused connection id names a new session.
+func TestLifeIsServerStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a few million UUID_SHORT() calls on the server")
+	}
+	db := testdb.Open(t, sqllock.MySQL)
+	ctx := ctxT(t)
+	// Make UUID_SHORT()'s 24-bit counter carry at least once (a few million
+	// calls, a second or two of server time).
+	var counter int64
+	if err := db.QueryRowContext(ctx, "SELECT UUID_SHORT() & 0xFFFFFF").Scan(&counter); err != nil {
+		t.Fatal(err)
+	}
+	var last int64
+	q := fmt.Sprintf("SELECT MAX(UUID_SHORT()) FROM seq_1_to_%d", 1<<24-counter)
+	if err := db.QueryRowContext(ctx, q).Scan(&last); err != nil {
+		t.Fatal(err)
+	}
+
+	lease, err := newLocker(t, db).Acquire(ctx, locktest.Key(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release(ctx)
+	var start int64
+	err = db.QueryRowContext(ctx, `SELECT UNIX_TIMESTAMP() - CAST((SELECT VARIABLE_VALUE
+	FROM information_schema.SESSION_STATUS WHERE VARIABLE_NAME = 'Uptime') AS SIGNED)`).Scan(&start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if life := rowlock.Life(lease.(*rowlock.Lease)); life != start {
+		t.Fatalf("lease life %d, server start %d: off by %d s", life, start, life-start)
+	}
 }

@@ -23,13 +23,13 @@ const cancelTimeout = 5 * time.Second
 // Locker hands out leases backed by row locks held in open transactions.
 // It is safe for concurrent use.
 type Locker struct {
-	db      *sql.DB
-	dialect sqllock.Dialect
-	cfg     config
-	q       queries
-	stmts   *stmtcache.Cache
-	mon     monitor
-	connIDs connIDs // MariaDB only
+	db       *sql.DB
+	dialect  sqllock.Dialect
+	cfg      config
+	q        queries
+	stmts    *stmtcache.Cache
+	mon      monitor
+	sessions sessions // MariaDB only
 
 	mu     sync.Mutex
 	closed bool
@@ -159,6 +159,15 @@ func (l *Locker) attempt(ctx context.Context, key string, wait bool) (s *Lease, 
 	// database/sql rolls a transaction back when its context ends.
 	txCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	p := &pinned{conn: conn, cancel: cancel}
+	var sess session
+	if l.dialect == sqllock.MySQL {
+		// Before the transaction, whose first statement stays the locking
+		// read.
+		if sess, err = l.sessions.get(ctx, conn, l.q.session); err != nil {
+			p.close(ctx.Err() != nil)
+			return nil, false, l.failed(ctx, key, err)
+		}
+	}
 	if p.tx, err = conn.BeginTx(txCtx, nil); err != nil {
 		p.tx = nil
 		p.close(false)
@@ -169,7 +178,7 @@ func (l *Locker) attempt(ctx context.Context, key string, wait bool) (s *Lease, 
 	if l.dialect == sqllock.Postgres {
 		h, retry, bad, err = l.lockPostgres(ctx, p, st, key, wait)
 	} else {
-		h, retry, bad, err = l.lockMySQL(ctx, p, st, key, wait)
+		h, retry, bad, err = l.lockMySQL(ctx, p, st, key, wait, sess)
 	}
 	if err != nil || retry || ctx.Err() != nil {
 		// A grant that raced a cancel is not reported as held: the caller
@@ -253,9 +262,10 @@ func (l *Locker) lockPostgres(ctx context.Context, p *pinned, st *stmts, key str
 	return h, false, false, err
 }
 
-func (l *Locker) lockMySQL(ctx context.Context, p *pinned, st *stmts, key string, wait bool) (h grant, retry, bad bool, err error) {
+func (l *Locker) lockMySQL(ctx context.Context, p *pinned, st *stmts, key string, wait bool, sess session) (h grant, retry, bad bool, err error) {
+	h.session, h.life = sess.id, sess.start
 	if !wait {
-		err = p.tx.StmtContext(ctx, st.lockNoWait).QueryRowContext(ctx, key).Scan(&h.token, &h.session, &h.life)
+		err = p.tx.StmtContext(ctx, st.lockNoWait).QueryRowContext(ctx, key).Scan(&h.token)
 		switch {
 		case err == nil:
 			return h, false, false, nil
@@ -269,13 +279,10 @@ func (l *Locker) lockMySQL(ctx context.Context, p *pinned, st *stmts, key string
 	// Wait in the server's queue, in bounded rounds. The driver gives up a
 	// cancelled query by closing its socket, which a session blocked on a
 	// row lock does not notice: kill the session on the server too.
-	self, err := l.connIDs.get(ctx, p)
-	if err != nil {
-		return grant{}, false, false, err
-	}
+	self := sess.id
 	stop := context.AfterFunc(ctx, func() { l.killSession(self) })
 	for {
-		err = p.tx.StmtContext(ctx, st.lockWait).QueryRowContext(ctx, key).Scan(&h.token, &h.session, &h.life)
+		err = p.tx.StmtContext(ctx, st.lockWait).QueryRowContext(ctx, key).Scan(&h.token)
 		if err == nil || !sqlutil.IsLockNotAvailable(err) || ctx.Err() != nil {
 			break
 		}
@@ -300,37 +307,42 @@ func (l *Locker) lockMySQL(ctx context.Context, p *pinned, st *stmts, key string
 	return grant{}, false, false, err
 }
 
-// connIDs caches the MariaDB connection id of each pooled connection, so a
-// blocking Acquire knows which session to kill on cancel without asking
-// every time.
-type connIDs struct {
+// sessions caches, per pooled MariaDB connection, its connection id and the
+// start of the server it is connected to. A connection lives within one
+// server life, so both are read once, by its first attempt. The id is the
+// session a cancelled blocking Acquire kills; id and start together tell
+// the monitor a lease's session from a later one with a reused id.
+type sessions struct {
 	mu sync.Mutex
-	m  map[any]int64 // by driver connection
+	m  map[any]session // by driver connection
 }
 
-// maxConnIDs bounds the cache: entries of closed connections are dropped
-// wholesale when it fills.
-const maxConnIDs = 1024
+// session is what sessions holds for one connection.
+type session struct{ id, start int64 }
 
-func (c *connIDs) get(ctx context.Context, p *pinned) (int64, error) {
+// maxSessions bounds the cache: entries of closed connections are dropped
+// wholesale when it fills.
+const maxSessions = 1024
+
+func (c *sessions) get(ctx context.Context, conn *sql.Conn, query string) (session, error) {
 	var dc any
-	_ = p.conn.Raw(func(d any) error { dc = d; return nil })
+	_ = conn.Raw(func(d any) error { dc = d; return nil })
 	c.mu.Lock()
-	id, ok := c.m[dc]
+	s, ok := c.m[dc]
 	c.mu.Unlock()
 	if ok {
-		return id, nil
+		return s, nil
 	}
-	if err := p.tx.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
-		return 0, err
+	if err := conn.QueryRowContext(ctx, query).Scan(&s.id, &s.start); err != nil {
+		return session{}, err
 	}
 	c.mu.Lock()
-	if c.m == nil || len(c.m) >= maxConnIDs {
-		c.m = make(map[any]int64)
+	if c.m == nil || len(c.m) >= maxSessions {
+		c.m = make(map[any]session)
 	}
-	c.m[dc] = id
+	c.m[dc] = s
 	c.mu.Unlock()
-	return id, nil
+	return s, nil
 }
 
 // ensureRow ends the attempt's transaction (its locking read of a missing
