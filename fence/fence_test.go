@@ -400,7 +400,8 @@ func TestGuard(t *testing.T) {
 		// Write neither checks nor runs its function, even on a context that
 		// is no longer cancelled.
 		err = sqllock.Do(ctx, l, key, func(ctx context.Context) error {
-			if _, err := l.ForceRelease(ctx, key); err != nil {
+			token, _ := sqllock.TokenFrom(ctx)
+			if _, err := l.ForceRelease(ctx, key, token); err != nil {
 				return err
 			}
 			select {

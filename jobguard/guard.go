@@ -319,22 +319,44 @@ func (g *Guard) trySQLite(ctx context.Context, job Job, owner string, a *attempt
 	return tx.Commit()
 }
 
-// Unlock frees job whoever holds it, for an operator: the next replica to
-// fire runs it. A runner still working is not told; its Release reports
-// sqllock.ErrLockLost. Unlock reports whether the job was taken.
-func (g *Guard) Unlock(ctx context.Context, name string) (bool, error) {
+// ForceRelease frees the job name for an operator, if the run of token
+// (Info.Token, as List shows it) still holds it: the next replica to fire
+// runs it. A runner still working is not told; its Release reports
+// sqllock.ErrLockLost.
+//
+// It reports whether it freed the job: false, with a nil error, when the
+// job is not taken any more. When another run has taken it since, it frees
+// nothing and returns an error matching sqllock.ErrNotHeld that names the
+// run holding it now.
+func (g *Guard) ForceRelease(ctx context.Context, name string, token int64) (bool, error) {
 	if err := sqllock.ValidateKey(name); err != nil {
-		return false, fmt.Errorf("jobguard: unlock %q: %w", name, err)
+		return false, fmt.Errorf("jobguard: force release %q: %w", name, err)
 	}
-	res, err := g.db.ExecContext(ctx, g.q.unlock, name)
+	if token <= 0 {
+		return false, fmt.Errorf("jobguard: force release %q: %w: token %d names no run (tokens start at 1)", name, sqllock.ErrInvalidOption, token)
+	}
+	res, err := g.db.ExecContext(ctx, g.q.forceRelease, name, token)
 	if err != nil {
-		return false, fmt.Errorf("jobguard: unlock %q: %w", name, err)
+		return false, fmt.Errorf("jobguard: force release %q: %w", name, err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return false, fmt.Errorf("jobguard: unlock %q: %w", name, err)
+		return false, fmt.Errorf("jobguard: force release %q: %w", name, err)
 	}
-	return n > 0, nil
+	if n > 0 {
+		return true, nil
+	}
+	var current int64
+	var by string
+	err = g.db.QueryRowContext(ctx, g.q.holding, name).Scan(&current, &by)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("jobguard: force release %q: nothing released (token %d does not hold it): %w", name, token, err)
+	}
+	return false, fmt.Errorf("jobguard: force release %q: %w: taken under token %d now, not %d (by %s); nothing released",
+		name, sqllock.ErrNotHeld, current, token, by)
 }
 
 // Info describes one taken job, as List reports it.

@@ -230,7 +230,9 @@ func TestRunCancelledBeforeAtMost(t *testing.T) {
 	})
 }
 
-func TestUnlock(t *testing.T) {
+// TestForceRelease: an operator frees the run it names by token; a token
+// that no longer holds the job frees nothing and says who holds it.
+func TestForceRelease(t *testing.T) {
 	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
 		ctx, table := ctxT(t), jobTable(t, db)
 		a, op := newGuard(t, db, table), newGuard(t, db, table)
@@ -239,18 +241,33 @@ func TestUnlock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ok, err := op.Unlock(ctx, job.Name); !ok || err != nil {
-			t.Fatalf("Unlock = %v, %v; want true", ok, err)
+		for _, bad := range []int64{0, -1} {
+			if ok, err := op.ForceRelease(ctx, job.Name, bad); ok || !errors.Is(err, sqllock.ErrInvalidOption) {
+				t.Fatalf("ForceRelease with token %d = %v, %v; want ErrInvalidOption", bad, ok, err)
+			}
 		}
-		if ok, err := op.Unlock(ctx, job.Name); ok || err != nil {
-			t.Fatalf("second Unlock = %v, %v; want false", ok, err)
+		if ok, err := op.ForceRelease(ctx, job.Name, held.Token()+1000); ok || !errors.Is(err, sqllock.ErrNotHeld) || !strings.Contains(err.Error(), fmt.Sprintf("token %d now", held.Token())) {
+			t.Fatalf("ForceRelease naming another run = %v, %v; want ErrNotHeld naming token %d", ok, err, held.Token())
+		}
+		if err := held.Err(); err != nil {
+			t.Fatalf("a ForceRelease naming another run hurt the holder: %v", err)
+		}
+		if ok, err := op.ForceRelease(ctx, job.Name, held.Token()); !ok || err != nil {
+			t.Fatalf("ForceRelease = %v, %v; want true", ok, err)
+		}
+		if ok, err := op.ForceRelease(ctx, job.Name, held.Token()); ok || err != nil {
+			t.Fatalf("second ForceRelease = %v, %v; want false", ok, err)
 		}
 		again, err := op.TryAcquire(ctx, job)
 		if err != nil {
-			t.Fatalf("TryAcquire after Unlock: %v", err)
+			t.Fatalf("TryAcquire after ForceRelease: %v", err)
 		}
 		if err := held.Release(ctx); !errors.Is(err, sqllock.ErrLockLost) {
-			t.Errorf("Release after Unlock = %v, want ErrLockLost", err)
+			t.Errorf("Release after ForceRelease = %v, want ErrLockLost", err)
+		}
+		// The first run's token no longer frees the job: another run has it.
+		if ok, err := op.ForceRelease(ctx, job.Name, held.Token()); ok || !errors.Is(err, sqllock.ErrNotHeld) {
+			t.Fatalf("ForceRelease of the first run after the job changed hands = %v, %v; want ErrNotHeld", ok, err)
 		}
 		if err := again.Release(ctx); err != nil {
 			t.Fatal(err)

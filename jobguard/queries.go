@@ -25,8 +25,11 @@ type queries struct {
 	// giveBack frees the row at once if owner's try took it. Parameters:
 	// name, owner.
 	giveBack string
-	unlock   string // name
-	list     string
+	// forceRelease frees the row at once if the run of token holds it.
+	// Parameters: name, token.
+	forceRelease string
+	holding      string // name → (token, locked_by) of the run holding it
+	list         string
 }
 
 const sqliteNow = `CAST(unixepoch('subsec') * 1000000 AS INTEGER)`
@@ -62,7 +65,8 @@ FROM ` + t + ` WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM got)`
 	locked_until = GREATEST(locked_at + $3 * interval '1 microsecond', now())
 WHERE name = $1 AND token = $2 AND locked_until > now()`
 		q.giveBack = `UPDATE ` + t + ` SET owner = '', locked_until = now() WHERE name = $1 AND owner = $2 AND locked_until > now()`
-		q.unlock = `UPDATE ` + t + ` SET owner = '', locked_until = now() WHERE name = $1 AND locked_until > now()`
+		q.forceRelease = `UPDATE ` + t + ` SET owner = '', locked_until = now() WHERE name = $1 AND token = $2 AND locked_until > now()`
+		q.holding = `SELECT token, locked_by FROM ` + t + ` WHERE name = $1 AND locked_until > now()`
 		q.list = `SELECT name, owner, locked_by, token, locked_at, locked_until FROM ` + t + `
 WHERE locked_until > now() ORDER BY name`
 
@@ -84,7 +88,8 @@ RETURNING owner, token, locked_by, TIMESTAMPDIFF(MICROSECOND, ` + now + `, locke
 	locked_until = GREATEST(locked_at + INTERVAL ? MICROSECOND, ` + now + `)
 WHERE name = ? AND token = ? AND locked_until > ` + now
 		q.giveBack = `UPDATE ` + t + ` SET owner = '', locked_until = ` + now + ` WHERE name = ? AND owner = ? AND locked_until > ` + now
-		q.unlock = `UPDATE ` + t + ` SET owner = '', locked_until = ` + now + ` WHERE name = ? AND locked_until > ` + now
+		q.forceRelease = `UPDATE ` + t + ` SET owner = '', locked_until = ` + now + ` WHERE name = ? AND token = ? AND locked_until > ` + now
+		q.holding = `SELECT token, locked_by FROM ` + t + ` WHERE name = ? AND locked_until > ` + now
 		q.list = `SELECT name, owner, locked_by, token, locked_at, locked_until FROM ` + t + `
 WHERE locked_until > ` + now + ` ORDER BY name`
 
@@ -106,7 +111,8 @@ RETURNING token`
 	locked_until = MAX(locked_at + ?3, ` + now + `)
 WHERE name = ?1 AND token = ?2 AND locked_until > ` + now
 		q.giveBack = `UPDATE ` + t + ` SET owner = '', locked_until = ` + now + ` WHERE name = ?1 AND owner = ?2 AND locked_until > ` + now
-		q.unlock = `UPDATE ` + t + ` SET owner = '', locked_until = ` + now + ` WHERE name = ?1 AND locked_until > ` + now
+		q.forceRelease = `UPDATE ` + t + ` SET owner = '', locked_until = ` + now + ` WHERE name = ?1 AND token = ?2 AND locked_until > ` + now
+		q.holding = `SELECT token, locked_by FROM ` + t + ` WHERE name = ?1 AND locked_until > ` + now
 		q.list = `SELECT name, owner, locked_by, token, locked_at, locked_until FROM ` + t + `
 WHERE locked_until > ` + now + ` ORDER BY name`
 	default:

@@ -194,3 +194,40 @@ func TestConformanceAsyncCommit(t *testing.T) {
 		Exclusive:  true,
 	})
 }
+
+// ForceRelease frees the holder it names by token, and nothing else: a
+// token that no longer holds the key is told who does, and the row is left
+// as it was.
+func TestForceReleaseNamesTheHolder(t *testing.T) {
+	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
+		ctx := context.Background()
+		l, op := newLocker(t, db, tablelock.WithTTL(time.Minute)), newLocker(t, db)
+		key := locktest.Key(t)
+		lease, err := l.Acquire(sqllock.WithOwner(ctx, "billing-7"), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := rowState(t, db, tablelock.DefaultTable, key)
+		for _, bad := range []int64{0, -1} {
+			if ok, err := op.ForceRelease(ctx, key, bad); ok || !errors.Is(err, sqllock.ErrInvalidOption) {
+				t.Errorf("ForceRelease with token %d = %v, %v; want ErrInvalidOption", bad, ok, err)
+			}
+		}
+		ok, err := op.ForceRelease(ctx, key, lease.Token()+1000)
+		if ok || !errors.Is(err, sqllock.ErrNotHeld) || !strings.Contains(err.Error(), fmt.Sprintf("token %d now", lease.Token())) || !strings.Contains(err.Error(), "billing-7") {
+			t.Errorf("ForceRelease naming another holder = %v, %v; want ErrNotHeld naming token %d and owner billing-7", ok, err, lease.Token())
+		}
+		if after := rowState(t, db, tablelock.DefaultTable, key); after != before {
+			t.Errorf("a refused ForceRelease changed the row:\n before %s\n after  %s", before, after)
+		}
+		if ok, err := op.ForceRelease(ctx, key, lease.Token()); !ok || err != nil {
+			t.Fatalf("ForceRelease of the holder = %v, %v; want true", ok, err)
+		}
+		if ok, err := op.ForceRelease(ctx, key, lease.Token()); ok || err != nil {
+			t.Errorf("second ForceRelease = %v, %v; want false, nil: the key is free", ok, err)
+		}
+		if err := lease.Release(ctx); !errors.Is(err, sqllock.ErrLockLost) {
+			t.Errorf("Release after ForceRelease = %v, want ErrLockLost", err)
+		}
+	})
+}

@@ -466,28 +466,50 @@ func (l *Locker) releaseOwned(ctx context.Context, key, owner string) (int64, er
 	return res.RowsAffected()
 }
 
-// ForceRelease frees key whoever holds it, for an operator. The holder is
-// not told at once: its next renewal finds the row gone and its lease ends
-// with sqllock.ErrLockLost. It reports whether the key was held.
-func (l *Locker) ForceRelease(ctx context.Context, key string) (bool, error) {
+// ForceRelease frees key for an operator, if it is still held under token:
+// the holder List showed, whose Info.Token names it. The holder is not told
+// at once: its next renewal finds the row no longer its own and its lease
+// ends with sqllock.ErrLockLost.
+//
+// It reports whether it freed the key: false, with a nil error, when key is
+// not held any more. When key changed hands since (another holder, under
+// another token), it frees nothing and returns an error matching
+// sqllock.ErrNotHeld that names the holder now.
+func (l *Locker) ForceRelease(ctx context.Context, key string, token int64) (bool, error) {
 	if err := sqllock.ValidateKey(key); err != nil {
 		return false, fmt.Errorf("tablelock: force release %q: %w", key, err)
 	}
-	defer l.waiters.Signal(key)
+	if token <= 0 {
+		return false, fmt.Errorf("tablelock: force release %q: %w: token %d names no holder (tokens start at 1)", key, sqllock.ErrInvalidOption, token)
+	}
 	var n int64
 	var err error
 	if l.dialect == sqllock.Postgres {
-		n, err = countRows(l.db.QueryContext(ctx, l.q.forceRelease, key, l.q.channel))
+		n, err = countRows(l.db.QueryContext(ctx, l.q.forceRelease, key, token, l.q.channel))
 	} else {
 		var res sql.Result
-		if res, err = l.db.ExecContext(ctx, l.q.forceRelease, key); err == nil {
+		if res, err = l.db.ExecContext(ctx, l.q.forceRelease, key, token); err == nil {
 			n, err = res.RowsAffected()
 		}
 	}
 	if err != nil {
 		return false, fmt.Errorf("tablelock: force release %q: %w", key, err)
 	}
-	return n > 0, nil
+	if n > 0 {
+		l.waiters.Signal(key)
+		return true, nil
+	}
+	var current int64
+	var owner, host string
+	err = l.db.QueryRowContext(ctx, l.q.holding, key).Scan(&current, &owner, &host)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("tablelock: force release %q: nothing released (token %d does not hold it): %w", key, token, err)
+	}
+	return false, fmt.Errorf("tablelock: force release %q: %w: held under token %d now, not %d (owner %q, host %s); nothing released",
+		key, sqllock.ErrNotHeld, current, token, owner, host)
 }
 
 // Info describes one held lock, as List reports it.
