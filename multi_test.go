@@ -613,7 +613,8 @@ func TestMultiLeaseLoss(t *testing.T) {
 		if _, ok := lease.Part(base + "/none"); ok {
 			t.Error("Part of a key not held reported ok")
 		}
-		if _, err := l.ForceRelease(ctx, base+"/b"); err != nil {
+		b, _ := lease.Part(base + "/b")
+		if _, err := l.ForceRelease(ctx, base+"/b", b.Token()); err != nil {
 			t.Fatal(err)
 		}
 		select {
@@ -651,7 +652,9 @@ func TestMultiLeaseLoss(t *testing.T) {
 		// DoAll: fn's context ends with the loss as its cause.
 		var cause error
 		err = sqllock.DoAll(ctx, l, keys, func(ctx context.Context) error {
-			if _, err := l.ForceRelease(ctx, base+"/c"); err != nil {
+			all, _ := sqllock.LeaseFrom(ctx)
+			c, _ := all.(*sqllock.MultiLease).Part(base + "/c")
+			if _, err := l.ForceRelease(ctx, base+"/c", c.Token()); err != nil {
 				return err
 			}
 			select {

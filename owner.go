@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // MaxOwnerLen is the longest owner id, in bytes.
@@ -21,7 +23,9 @@ type ownerKey struct{}
 // one, so goroutines sharing a Locker exclude each other.
 //
 // Owners must be unique across processes: two processes that pass the same
-// owner share their locks.
+// owner share their locks. An owner is 1 to MaxOwnerLen bytes of valid
+// UTF-8 with no NUL byte (acquisitions refuse others) and compares byte for
+// byte: "worker-a" and "Worker-A" are two owners.
 func WithOwner(ctx context.Context, owner string) context.Context {
 	return context.WithValue(ctx, ownerKey{}, owner)
 }
@@ -33,11 +37,18 @@ func OwnerFrom(ctx context.Context) (string, bool) {
 }
 
 // ResolveOwner returns the owner in ctx, validated, or a fresh random one
-// (fresh reports which). Strategies call it once per acquisition.
+// (fresh reports which). Strategies call it once per acquisition. An owner
+// is refused as a key would be, with an error matching ErrInvalidOption,
+// unless it is 1 to MaxOwnerLen bytes of valid UTF-8 with no NUL byte.
 func ResolveOwner(ctx context.Context) (owner string, fresh bool, err error) {
 	if o, ok := OwnerFrom(ctx); ok {
-		if o == "" || len(o) > MaxOwnerLen {
+		switch {
+		case o == "" || len(o) > MaxOwnerLen:
 			return "", false, fmt.Errorf("%w: owner must be 1 to %d bytes, got %d", ErrInvalidOption, MaxOwnerLen, len(o))
+		case !utf8.ValidString(o):
+			return "", false, fmt.Errorf("%w: owner %q is not valid UTF-8", ErrInvalidOption, o)
+		case strings.IndexByte(o, 0) >= 0:
+			return "", false, fmt.Errorf("%w: owner %q contains a NUL byte", ErrInvalidOption, o)
 		}
 		return o, false, nil
 	}

@@ -69,9 +69,11 @@ func TestOwner(t *testing.T) {
 	if err != nil || fresh || got != "worker-7" {
 		t.Fatalf("ResolveOwner(WithOwner) = %q, %v, %v", got, fresh, err)
 	}
-	for _, bad := range []string{"", strings.Repeat("o", sqllock.MaxOwnerLen+1)} {
+	// Owners are refused as keys are: a database would reject or mangle
+	// the bytes, and an operator could not read them back.
+	for _, bad := range []string{"", strings.Repeat("o", sqllock.MaxOwnerLen+1), "worker-\xff", "worker\x00-7"} {
 		if _, _, err := sqllock.ResolveOwner(sqllock.WithOwner(ctx, bad)); !errors.Is(err, sqllock.ErrInvalidOption) {
-			t.Errorf("owner of %d bytes: %v, want ErrInvalidOption", len(bad), err)
+			t.Errorf("owner %q: %v, want ErrInvalidOption", bad, err)
 		}
 	}
 	// Two processes on one host never share an identity.

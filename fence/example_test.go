@@ -61,7 +61,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if _, err := locker.ForceRelease(ctx, "invoice/42"); err != nil {
+	if _, err := locker.ForceRelease(ctx, "invoice/42", a.Token()); err != nil {
 		log.Fatal(err)
 	}
 

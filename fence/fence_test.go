@@ -400,7 +400,8 @@ func TestGuard(t *testing.T) {
 		// Write neither checks nor runs its function, even on a context that
 		// is no longer cancelled.
 		err = sqllock.Do(ctx, l, key, func(ctx context.Context) error {
-			if _, err := l.ForceRelease(ctx, key); err != nil {
+			token, _ := sqllock.TokenFrom(ctx)
+			if _, err := l.ForceRelease(ctx, key, token); err != nil {
 				return err
 			}
 			select {
@@ -480,6 +481,36 @@ func TestRootQuerier(t *testing.T) {
 		}
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// TestResourcesCompareBytes: resources that differ only in case or
+// trailing space are fenced apart, in the shipped table and in one made by
+// CreateTable: a token applied to one never refuses a write to the other.
+func TestResourcesCompareBytes(t *testing.T) {
+	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
+		ctx := ctxT(t)
+		custom := fmt.Sprintf("fence_ident_%d", rand.Uint32())
+		if err := fence.CreateTable(ctx, db.DB, db.Dialect, custom); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Exec("DROP TABLE " + custom) })
+		for _, table := range []string{fence.DefaultTable, custom} {
+			f := newFence(t, db.Dialect, fence.WithTable(table))
+			base := locktest.Key(t)
+			for _, pair := range [][2]string{{"Invoice-7", "invoice-7"}, {"invoice-7", "invoice-7 "}} {
+				a, b := base+"/"+pair[0], base+"/"+pair[1]
+				if err := f.Check(ctx, db, a, 100); err != nil {
+					t.Fatal(err)
+				}
+				if err := f.Check(ctx, db, b, 1); err != nil {
+					t.Errorf("%s: token 1 for %q refused after token 100 for %q: %v", table, b, a, err)
+				}
+				if got := last(t, ctx, f, db, b); got != 1 {
+					t.Errorf("%s: Last(%q) = %d, want 1", table, b, got)
+				}
+			}
 		}
 	})
 }

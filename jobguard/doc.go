@@ -32,4 +32,11 @@
 // reports it as ran == false with a nil error; [Guard.TryAcquire], for callers
 // who manage the lease themselves, returns an error matching
 // [sqllock.ErrNotAcquired] instead.
+//
+// A try whose context ends while its statement is in flight (a deadline, a
+// shutdown) is told so at once, but its statement runs on, detached, under
+// its own timeout: cancelling a statement does not stop the server from
+// committing it. Whatever it took is given back at once, so the job is not
+// left taken until AtMost by a run that never started. [Guard.Close] waits
+// for those give-backs; call it before the process exits.
 package jobguard

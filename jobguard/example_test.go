@@ -36,6 +36,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer guard.Close()
 	job := jobguard.Job{
 		Name:    "nightly-report",
 		AtMost:  time.Hour,        // a crashed runner frees the job after an hour

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/sqllock/sqllock"
@@ -18,9 +19,13 @@ const DefaultTable = "sqllock_jobs"
 // before the statement that takes the row has returned.
 const MinAtMost = 10 * time.Millisecond
 
-// releaseTimeout bounds Release, which runs detached from the caller's
-// context.
+// releaseTimeout bounds Release and the give-back of a cancelled try,
+// which run detached from the caller's context.
 const releaseTimeout = 5 * time.Second
+
+// tryTimeout bounds the statement of a try, which runs detached from the
+// caller's context (see Guard.tryDetached).
+const tryTimeout = 5 * time.Second
 
 // Job names a scheduled job and bounds how long its row stays taken.
 type Job struct {
@@ -64,13 +69,18 @@ func WithTable(name string) Option {
 }
 
 // Guard runs jobs at most once per period across every process that shares
-// its database. It is safe for concurrent use and holds no resources: there
-// is nothing to close.
+// its database. It is safe for concurrent use. It holds no connection; Close
+// it before the process exits, so that a try cut short by the shutdown gives
+// back the job it took instead of leaving it taken until AtMost.
 type Guard struct {
 	db      *sql.DB
 	dialect sqllock.Dialect
 	q       queries
 	host    string
+
+	mu     sync.Mutex
+	closed bool
+	tries  sync.WaitGroup // statements of tries, and their give-backs
 }
 
 // New returns a Guard over db for dialect d. It checks its options but does
@@ -90,6 +100,17 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Guard, error) {
 		return nil, err
 	}
 	return &Guard{db: db, dialect: d, q: q, host: sqllock.Host()}, nil
+}
+
+// Close refuses new tries and waits for tries whose caller gave up to give
+// back what their statement took (bounded by a few seconds). Leases already
+// held can still be released. Close never closes the *sql.DB.
+func (g *Guard) Close() error {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+	g.tries.Wait()
+	return nil
 }
 
 // Run runs fn if no other replica holds job, and reports whether it ran.
@@ -120,6 +141,10 @@ func (g *Guard) Run(ctx context.Context, job Job, fn func(ctx context.Context) e
 // matching sqllock.ErrNotAcquired that names the holder and how long the job
 // stays taken. Release the lease when the job is done: Release keeps the
 // job taken until AtLeast has passed since the lease was granted.
+//
+// When ctx ends first, TryAcquire returns at once with an error matching
+// both sqllock.ErrNotAcquired and ctx.Err(), and whatever its statement
+// still takes on the server is given back at once, not kept until AtMost.
 func (g *Guard) TryAcquire(ctx context.Context, job Job) (*Lease, error) {
 	if err := job.validate(); err != nil {
 		return nil, fmt.Errorf("jobguard: acquire %q: %w", job.Name, err)
@@ -127,9 +152,16 @@ func (g *Guard) TryAcquire(ctx context.Context, job Job) (*Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, errors.Join(fmt.Errorf("jobguard: acquire %q: %w", job.Name, sqllock.ErrNotAcquired), err)
 	}
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return nil, fmt.Errorf("jobguard: acquire %q: %w: guard closed", job.Name, sqllock.ErrInvalidOption)
+	}
+	g.tries.Add(1)
+	g.mu.Unlock()
 	owner := sqllock.NewOwnerID()
 	start := time.Now()
-	a, err := g.try(ctx, job, owner)
+	a, err := g.tryDetached(ctx, job, owner)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return nil, errors.Join(fmt.Errorf("jobguard: acquire %q: %w", job.Name, sqllock.ErrNotAcquired), ctx.Err())
@@ -155,6 +187,63 @@ type attempt struct {
 	token     int64
 	holder    string        // locked_by of the holder, when not won
 	remaining time.Duration // until the holder's row frees, when not won
+}
+
+// tryDetached runs one try that the caller's cancellation cannot cut short
+// on the server. Cancelling a statement in flight does not stop it from
+// committing: on MariaDB the driver closes the socket, which a statement
+// waiting on a row lock does not notice, and on PostgreSQL the answer may
+// be on its way. The job would then stay taken for AtMost by a run that
+// never executes. So the statement runs under its own timeout; a caller
+// whose ctx ends first gets ctx.Err() at once, and the job is given back
+// as soon as the statement returns. The caller has done g.tries.Add(1).
+func (g *Guard) tryDetached(ctx context.Context, job Job, owner string) (attempt, error) {
+	type result struct {
+		a   attempt
+		err error
+	}
+	done := make(chan result) // unbuffered: a result is either taken or given back
+	gaveUp := make(chan struct{})
+	go func() {
+		defer g.tries.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tryTimeout)
+		a, err := g.try(sctx, job, owner)
+		cancel()
+		select {
+		case done <- result{a, err}:
+			if err != nil && outcomeUnknown(err) {
+				g.giveBack(job.Name, owner)
+			}
+		case <-gaveUp:
+			if a.won || (err != nil && outcomeUnknown(err)) {
+				g.giveBack(job.Name, owner)
+			}
+		}
+	}()
+	select {
+	case r := <-done:
+		return r.a, r.err
+	case <-ctx.Done():
+		close(gaveUp)
+		return attempt{}, ctx.Err()
+	}
+}
+
+// outcomeUnknown reports whether a try that failed with err may still have
+// taken the job: the statement was cut off (its own timeout, a lost
+// connection) rather than refused by the server, which rolls it back.
+func outcomeUnknown(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || sqlutil.IsConnLoss(err)
+}
+
+// giveBack frees name if the try of owner holds it, at once: the run never
+// started, so AtLeast does not apply. Owners are fresh for every try, so it
+// frees nothing else. On MariaDB it queues for the row lock behind a
+// statement of the try still waiting there, and so runs after it.
+func (g *Guard) giveBack(name, owner string) {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	_, _ = g.db.ExecContext(ctx, g.q.giveBack, name, owner)
 }
 
 func (g *Guard) try(ctx context.Context, job Job, owner string) (attempt, error) {
@@ -230,22 +319,44 @@ func (g *Guard) trySQLite(ctx context.Context, job Job, owner string, a *attempt
 	return tx.Commit()
 }
 
-// Unlock frees job whoever holds it, for an operator: the next replica to
-// fire runs it. A runner still working is not told; its Release reports
-// sqllock.ErrLockLost. Unlock reports whether the job was taken.
-func (g *Guard) Unlock(ctx context.Context, name string) (bool, error) {
+// ForceRelease frees the job name for an operator, if the run of token
+// (Info.Token, as List shows it) still holds it: the next replica to fire
+// runs it. A runner still working is not told; its Release reports
+// sqllock.ErrLockLost.
+//
+// It reports whether it freed the job: false, with a nil error, when the
+// job is not taken any more. When another run has taken it since, it frees
+// nothing and returns an error matching sqllock.ErrNotHeld that names the
+// run holding it now.
+func (g *Guard) ForceRelease(ctx context.Context, name string, token int64) (bool, error) {
 	if err := sqllock.ValidateKey(name); err != nil {
-		return false, fmt.Errorf("jobguard: unlock %q: %w", name, err)
+		return false, fmt.Errorf("jobguard: force release %q: %w", name, err)
 	}
-	res, err := g.db.ExecContext(ctx, g.q.unlock, name)
+	if token <= 0 {
+		return false, fmt.Errorf("jobguard: force release %q: %w: token %d names no run (tokens start at 1)", name, sqllock.ErrInvalidOption, token)
+	}
+	res, err := g.db.ExecContext(ctx, g.q.forceRelease, name, token)
 	if err != nil {
-		return false, fmt.Errorf("jobguard: unlock %q: %w", name, err)
+		return false, fmt.Errorf("jobguard: force release %q: %w", name, err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return false, fmt.Errorf("jobguard: unlock %q: %w", name, err)
+		return false, fmt.Errorf("jobguard: force release %q: %w", name, err)
 	}
-	return n > 0, nil
+	if n > 0 {
+		return true, nil
+	}
+	var current int64
+	var by string
+	err = g.db.QueryRowContext(ctx, g.q.holding, name).Scan(&current, &by)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("jobguard: force release %q: nothing released (token %d does not hold it): %w", name, token, err)
+	}
+	return false, fmt.Errorf("jobguard: force release %q: %w: taken under token %d now, not %d (by %s); nothing released",
+		name, sqllock.ErrNotHeld, current, token, by)
 }
 
 // Info describes one taken job, as List reports it.

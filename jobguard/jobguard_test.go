@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,7 +15,6 @@ import (
 	"github.com/sqllock/sqllock/internal/locktest"
 	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/jobguard"
-	"github.com/sqllock/sqllock/migrations"
 )
 
 // jobTable creates a job table unique to the test, dropped when it ends:
@@ -32,12 +29,14 @@ func jobTable(t testing.TB, db *testdb.DB) string {
 	return table
 }
 
+// newGuard returns a Guard closed when the test ends.
 func newGuard(t testing.TB, db *testdb.DB, table string) *jobguard.Guard {
 	t.Helper()
 	g, err := jobguard.New(db.DB, db.Dialect, jobguard.WithTable(table))
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { g.Close() })
 	return g
 }
 
@@ -231,7 +230,9 @@ func TestRunCancelledBeforeAtMost(t *testing.T) {
 	})
 }
 
-func TestUnlock(t *testing.T) {
+// TestForceRelease: an operator frees the run it names by token; a token
+// that no longer holds the job frees nothing and says who holds it.
+func TestForceRelease(t *testing.T) {
 	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
 		ctx, table := ctxT(t), jobTable(t, db)
 		a, op := newGuard(t, db, table), newGuard(t, db, table)
@@ -240,18 +241,33 @@ func TestUnlock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ok, err := op.Unlock(ctx, job.Name); !ok || err != nil {
-			t.Fatalf("Unlock = %v, %v; want true", ok, err)
+		for _, bad := range []int64{0, -1} {
+			if ok, err := op.ForceRelease(ctx, job.Name, bad); ok || !errors.Is(err, sqllock.ErrInvalidOption) {
+				t.Fatalf("ForceRelease with token %d = %v, %v; want ErrInvalidOption", bad, ok, err)
+			}
 		}
-		if ok, err := op.Unlock(ctx, job.Name); ok || err != nil {
-			t.Fatalf("second Unlock = %v, %v; want false", ok, err)
+		if ok, err := op.ForceRelease(ctx, job.Name, held.Token()+1000); ok || !errors.Is(err, sqllock.ErrNotHeld) || !strings.Contains(err.Error(), fmt.Sprintf("token %d now", held.Token())) {
+			t.Fatalf("ForceRelease naming another run = %v, %v; want ErrNotHeld naming token %d", ok, err, held.Token())
+		}
+		if err := held.Err(); err != nil {
+			t.Fatalf("a ForceRelease naming another run hurt the holder: %v", err)
+		}
+		if ok, err := op.ForceRelease(ctx, job.Name, held.Token()); !ok || err != nil {
+			t.Fatalf("ForceRelease = %v, %v; want true", ok, err)
+		}
+		if ok, err := op.ForceRelease(ctx, job.Name, held.Token()); ok || err != nil {
+			t.Fatalf("second ForceRelease = %v, %v; want false", ok, err)
 		}
 		again, err := op.TryAcquire(ctx, job)
 		if err != nil {
-			t.Fatalf("TryAcquire after Unlock: %v", err)
+			t.Fatalf("TryAcquire after ForceRelease: %v", err)
 		}
 		if err := held.Release(ctx); !errors.Is(err, sqllock.ErrLockLost) {
-			t.Errorf("Release after Unlock = %v, want ErrLockLost", err)
+			t.Errorf("Release after ForceRelease = %v, want ErrLockLost", err)
+		}
+		// The first run's token no longer frees the job: another run has it.
+		if ok, err := op.ForceRelease(ctx, job.Name, held.Token()); ok || !errors.Is(err, sqllock.ErrNotHeld) {
+			t.Fatalf("ForceRelease of the first run after the job changed hands = %v, %v; want ErrNotHeld", ok, err)
 		}
 		if err := again.Release(ctx); err != nil {
 			t.Fatal(err)
@@ -305,28 +321,43 @@ func TestCancelledContext(t *testing.T) {
 	}
 }
 
-// TestSchemaMatchesMigration keeps Schema and the shipped migrations in step.
+// TestSchemaMatchesMigration keeps Schema and the shipped migrations in
+// step: a table made from Schema has the columns, types, collations and
+// indexes of the one migrations 00004 and 00006 leave behind.
 func TestSchemaMatchesMigration(t *testing.T) {
-	for _, d := range testdb.Dialects {
-		path := filepath.Join(d.String(), "00004_jobguard.sql")
-		src, err := migrations.FS.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
+	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
+		if got, want := testdb.Shape(t, db, jobTable(t, db)), testdb.Shape(t, db, jobguard.DefaultTable); got != want {
+			t.Errorf("a table made by Schema differs from the migrated one:\n got\n%s\n want\n%s", got, want)
 		}
-		up, _, _ := strings.Cut(string(src), "-- +goose Down")
-		want, err := jobguard.Schema(d, jobguard.DefaultTable)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want = strings.ReplaceAll(strings.ReplaceAll(want, `"`, ""), "`", "")
-		if got := normalize(up); got != normalize(want) {
-			t.Errorf("%s and Schema differ:\n%s\n---\n%s", path, got, normalize(want))
-		}
-	}
+	})
 }
 
-var comment = regexp.MustCompile(`(?m)^\s*--.*$`)
-
-func normalize(s string) string {
-	return strings.Join(strings.Fields(comment.ReplaceAllString(s, "")), " ")
+// TestNamesCompareBytes: jobs whose names differ only in case or trailing
+// space are different jobs, each run by its own replica, in the shipped
+// table and in one made by CreateTable.
+func TestNamesCompareBytes(t *testing.T) {
+	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
+		ctx := ctxT(t)
+		for _, table := range []string{jobguard.DefaultTable, jobTable(t, db)} {
+			a, b := newGuard(t, db, table), newGuard(t, db, table)
+			base := locktest.Key(t)
+			for _, pair := range [][2]string{{"Report", "report"}, {"report", "report "}} {
+				ja := jobguard.Job{Name: base + "/" + pair[0], AtMost: time.Minute}
+				jb := jobguard.Job{Name: base + "/" + pair[1], AtMost: time.Minute}
+				la, err := a.TryAcquire(ctx, ja)
+				if err != nil {
+					t.Fatal(err)
+				}
+				lb, err := b.TryAcquire(ctx, jb)
+				if err != nil {
+					t.Errorf("%s: job %q skipped while only %q runs: %v", table, jb.Name, ja.Name, err)
+				} else if err := lb.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if err := la.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	})
 }

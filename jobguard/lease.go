@@ -80,7 +80,7 @@ func (s *Lease) Release(ctx context.Context) error {
 	case relErr != nil:
 		return fmt.Errorf("jobguard: release %q: %w (the job frees itself at its hold-at-most)", s.job.Name, relErr)
 	case n == 0:
-		return fmt.Errorf("jobguard: release %q: %w: the row is no longer this run's (unlocked by an operator?)", s.job.Name, sqllock.ErrLockLost)
+		return fmt.Errorf("jobguard: release %q: %w: the row is no longer this run's (force-released by an operator?)", s.job.Name, sqllock.ErrLockLost)
 	}
 	return nil
 }

@@ -22,8 +22,14 @@ type queries struct {
 	// release keeps the row until locked_at + AtLeast, or frees it now.
 	// Parameters: name, token, AtLeast µs (MySQL: AtLeast µs, name, token).
 	release string
-	unlock  string // name
-	list    string
+	// giveBack frees the row at once if owner's try took it. Parameters:
+	// name, owner.
+	giveBack string
+	// forceRelease frees the row at once if the run of token holds it.
+	// Parameters: name, token.
+	forceRelease string
+	holding      string // name → (token, locked_by) of the run holding it
+	list         string
 }
 
 const sqliteNow = `CAST(unixepoch('subsec') * 1000000 AS INTEGER)`
@@ -58,7 +64,9 @@ FROM ` + t + ` WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM got)`
 		q.release = `UPDATE ` + t + ` SET owner = '',
 	locked_until = GREATEST(locked_at + $3 * interval '1 microsecond', now())
 WHERE name = $1 AND token = $2 AND locked_until > now()`
-		q.unlock = `UPDATE ` + t + ` SET owner = '', locked_until = now() WHERE name = $1 AND locked_until > now()`
+		q.giveBack = `UPDATE ` + t + ` SET owner = '', locked_until = now() WHERE name = $1 AND owner = $2 AND locked_until > now()`
+		q.forceRelease = `UPDATE ` + t + ` SET owner = '', locked_until = now() WHERE name = $1 AND token = $2 AND locked_until > now()`
+		q.holding = `SELECT token, locked_by FROM ` + t + ` WHERE name = $1 AND locked_until > now()`
 		q.list = `SELECT name, owner, locked_by, token, locked_at, locked_until FROM ` + t + `
 WHERE locked_until > now() ORDER BY name`
 
@@ -79,7 +87,9 @@ RETURNING owner, token, locked_by, TIMESTAMPDIFF(MICROSECOND, ` + now + `, locke
 		q.release = `UPDATE ` + t + ` SET owner = '',
 	locked_until = GREATEST(locked_at + INTERVAL ? MICROSECOND, ` + now + `)
 WHERE name = ? AND token = ? AND locked_until > ` + now
-		q.unlock = `UPDATE ` + t + ` SET owner = '', locked_until = ` + now + ` WHERE name = ? AND locked_until > ` + now
+		q.giveBack = `UPDATE ` + t + ` SET owner = '', locked_until = ` + now + ` WHERE name = ? AND owner = ? AND locked_until > ` + now
+		q.forceRelease = `UPDATE ` + t + ` SET owner = '', locked_until = ` + now + ` WHERE name = ? AND token = ? AND locked_until > ` + now
+		q.holding = `SELECT token, locked_by FROM ` + t + ` WHERE name = ? AND locked_until > ` + now
 		q.list = `SELECT name, owner, locked_by, token, locked_at, locked_until FROM ` + t + `
 WHERE locked_until > ` + now + ` ORDER BY name`
 
@@ -100,7 +110,9 @@ RETURNING token`
 		q.release = `UPDATE ` + t + ` SET owner = '',
 	locked_until = MAX(locked_at + ?3, ` + now + `)
 WHERE name = ?1 AND token = ?2 AND locked_until > ` + now
-		q.unlock = `UPDATE ` + t + ` SET owner = '', locked_until = ` + now + ` WHERE name = ?1 AND locked_until > ` + now
+		q.giveBack = `UPDATE ` + t + ` SET owner = '', locked_until = ` + now + ` WHERE name = ?1 AND owner = ?2 AND locked_until > ` + now
+		q.forceRelease = `UPDATE ` + t + ` SET owner = '', locked_until = ` + now + ` WHERE name = ?1 AND token = ?2 AND locked_until > ` + now
+		q.holding = `SELECT token, locked_by FROM ` + t + ` WHERE name = ?1 AND locked_until > ` + now
 		q.list = `SELECT name, owner, locked_by, token, locked_at, locked_until FROM ` + t + `
 WHERE locked_until > ` + now + ` ORDER BY name`
 	default:

@@ -10,9 +10,15 @@ import (
 )
 
 // Schema returns the DDL of a job table named table for d: the table
-// migration 00004 creates under DefaultTable, for use with WithTable. A test
-// keeps it identical to the shipped migration. The fencing sequence comes
+// migrations 00004 and 00006 leave under DefaultTable, for use with
+// WithTable. A test keeps the two identical. The fencing sequence comes
 // from the migrations alone.
+//
+// Names and owners compare byte for byte on every dialect; on MySQL they are
+// varbinary, as MariaDB's default collation ignores case and trailing
+// spaces. A table made on MySQL by an earlier release has a varchar owner:
+// run "ALTER TABLE name MODIFY owner varbinary(64) NOT NULL" on it, as
+// migration 00006 does for DefaultTable.
 func Schema(d sqllock.Dialect, table string) (string, error) {
 	t, err := sqlutil.QuoteIdent(d, table)
 	if err != nil {
@@ -31,7 +37,7 @@ func Schema(d sqllock.Dialect, table string) (string, error) {
 	case sqllock.MySQL:
 		return `CREATE TABLE ` + t + ` (
     name         varbinary(255) NOT NULL PRIMARY KEY,
-    owner        varchar(64)    NOT NULL,
+    owner        varbinary(64)  NOT NULL,
     locked_by    varchar(255)   NOT NULL,
     token        bigint         NOT NULL,
     locked_at    datetime(6)    NOT NULL,

@@ -14,3 +14,6 @@ func Alive(l *Locker, leases ...*Lease) ([]bool, error) {
 func EarlierLife(s *Lease) *Lease {
 	return &Lease{l: s.l, key: s.key, token: s.token, session: s.session, life: s.life - 1}
 }
+
+// Life returns what s recorded as its life: see Lease.life.
+func Life(s *Lease) int64 { return s.life }

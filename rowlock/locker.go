@@ -12,6 +12,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/stmtcache"
 )
 
 var _ sqllock.Locker = (*Locker)(nil)
@@ -22,13 +23,13 @@ const cancelTimeout = 5 * time.Second
 // Locker hands out leases backed by row locks held in open transactions.
 // It is safe for concurrent use.
 type Locker struct {
-	db      *sql.DB
-	dialect sqllock.Dialect
-	cfg     config
-	q       queries
-	stmts   stmtCache
-	mon     monitor
-	connIDs connIDs // MariaDB only
+	db       *sql.DB
+	dialect  sqllock.Dialect
+	cfg      config
+	q        queries
+	stmts    *stmtcache.Cache
+	mon      monitor
+	sessions sessions // MariaDB only
 
 	mu     sync.Mutex
 	closed bool
@@ -52,17 +53,20 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Locker{db: db, dialect: d, cfg: cfg, q: q, stmts: stmtCache{db: db}}
+	l := &Locker{db: db, dialect: d, cfg: cfg, q: q, stmts: new(stmtcache.Cache)}
 	l.mon.l = l
 	return l, nil
 }
 
-// Close refuses new acquisitions. Leases already held stay held, and
-// watched, until they are released. Close never closes the *sql.DB.
+// Close refuses new acquisitions and closes the prepared statements (those
+// of an Acquire in flight once it returns). Leases already held stay held,
+// and watched, until they are released: they need no statement. Close never
+// closes the *sql.DB.
 func (l *Locker) Close() error {
 	l.mu.Lock()
 	l.closed = true
 	l.mu.Unlock()
+	l.stmts.Close()
 	return nil
 }
 
@@ -135,10 +139,11 @@ func (p *pinned) close(bad bool) {
 func (l *Locker) attempt(ctx context.Context, key string, wait bool) (s *Lease, retry bool, err error) {
 	// Prepare before pinning: preparing takes a pooled connection of its
 	// own, which a small pool may not have while this attempt holds one.
-	st, err := l.stmts.all(ctx, l.q)
+	st, put, err := l.prepare(ctx)
 	if err != nil {
 		return nil, false, l.failed(ctx, key, err)
 	}
+	defer put()
 	conn, err := l.db.Conn(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -154,6 +159,15 @@ func (l *Locker) attempt(ctx context.Context, key string, wait bool) (s *Lease, 
 	// database/sql rolls a transaction back when its context ends.
 	txCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	p := &pinned{conn: conn, cancel: cancel}
+	var sess session
+	if l.dialect == sqllock.MySQL {
+		// Before the transaction, whose first statement stays the locking
+		// read.
+		if sess, err = l.sessions.get(ctx, conn, l.q.session); err != nil {
+			p.close(ctx.Err() != nil)
+			return nil, false, l.failed(ctx, key, err)
+		}
+	}
 	if p.tx, err = conn.BeginTx(txCtx, nil); err != nil {
 		p.tx = nil
 		p.close(false)
@@ -164,7 +178,7 @@ func (l *Locker) attempt(ctx context.Context, key string, wait bool) (s *Lease, 
 	if l.dialect == sqllock.Postgres {
 		h, retry, bad, err = l.lockPostgres(ctx, p, st, key, wait)
 	} else {
-		h, retry, bad, err = l.lockMySQL(ctx, p, st, key, wait)
+		h, retry, bad, err = l.lockMySQL(ctx, p, st, key, wait, sess)
 	}
 	if err != nil || retry || ctx.Err() != nil {
 		// A grant that raced a cancel is not reported as held: the caller
@@ -248,9 +262,10 @@ func (l *Locker) lockPostgres(ctx context.Context, p *pinned, st *stmts, key str
 	return h, false, false, err
 }
 
-func (l *Locker) lockMySQL(ctx context.Context, p *pinned, st *stmts, key string, wait bool) (h grant, retry, bad bool, err error) {
+func (l *Locker) lockMySQL(ctx context.Context, p *pinned, st *stmts, key string, wait bool, sess session) (h grant, retry, bad bool, err error) {
+	h.session, h.life = sess.id, sess.start
 	if !wait {
-		err = p.tx.StmtContext(ctx, st.lockNoWait).QueryRowContext(ctx, key).Scan(&h.token, &h.session, &h.life)
+		err = p.tx.StmtContext(ctx, st.lockNoWait).QueryRowContext(ctx, key).Scan(&h.token)
 		switch {
 		case err == nil:
 			return h, false, false, nil
@@ -264,13 +279,10 @@ func (l *Locker) lockMySQL(ctx context.Context, p *pinned, st *stmts, key string
 	// Wait in the server's queue, in bounded rounds. The driver gives up a
 	// cancelled query by closing its socket, which a session blocked on a
 	// row lock does not notice: kill the session on the server too.
-	self, err := l.connIDs.get(ctx, p)
-	if err != nil {
-		return grant{}, false, false, err
-	}
+	self := sess.id
 	stop := context.AfterFunc(ctx, func() { l.killSession(self) })
 	for {
-		err = p.tx.StmtContext(ctx, st.lockWait).QueryRowContext(ctx, key).Scan(&h.token, &h.session, &h.life)
+		err = p.tx.StmtContext(ctx, st.lockWait).QueryRowContext(ctx, key).Scan(&h.token)
 		if err == nil || !sqlutil.IsLockNotAvailable(err) || ctx.Err() != nil {
 			break
 		}
@@ -295,37 +307,42 @@ func (l *Locker) lockMySQL(ctx context.Context, p *pinned, st *stmts, key string
 	return grant{}, false, false, err
 }
 
-// connIDs caches the MariaDB connection id of each pooled connection, so a
-// blocking Acquire knows which session to kill on cancel without asking
-// every time.
-type connIDs struct {
+// sessions caches, per pooled MariaDB connection, its connection id and the
+// start of the server it is connected to. A connection lives within one
+// server life, so both are read once, by its first attempt. The id is the
+// session a cancelled blocking Acquire kills; id and start together tell
+// the monitor a lease's session from a later one with a reused id.
+type sessions struct {
 	mu sync.Mutex
-	m  map[any]int64 // by driver connection
+	m  map[any]session // by driver connection
 }
 
-// maxConnIDs bounds the cache: entries of closed connections are dropped
-// wholesale when it fills.
-const maxConnIDs = 1024
+// session is what sessions holds for one connection.
+type session struct{ id, start int64 }
 
-func (c *connIDs) get(ctx context.Context, p *pinned) (int64, error) {
+// maxSessions bounds the cache: entries of closed connections are dropped
+// wholesale when it fills.
+const maxSessions = 1024
+
+func (c *sessions) get(ctx context.Context, conn *sql.Conn, query string) (session, error) {
 	var dc any
-	_ = p.conn.Raw(func(d any) error { dc = d; return nil })
+	_ = conn.Raw(func(d any) error { dc = d; return nil })
 	c.mu.Lock()
-	id, ok := c.m[dc]
+	s, ok := c.m[dc]
 	c.mu.Unlock()
 	if ok {
-		return id, nil
+		return s, nil
 	}
-	if err := p.tx.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
-		return 0, err
+	if err := conn.QueryRowContext(ctx, query).Scan(&s.id, &s.start); err != nil {
+		return session{}, err
 	}
 	c.mu.Lock()
-	if c.m == nil || len(c.m) >= maxConnIDs {
-		c.m = make(map[any]int64)
+	if c.m == nil || len(c.m) >= maxSessions {
+		c.m = make(map[any]session)
 	}
-	c.m[dc] = id
+	c.m[dc] = s
 	c.mu.Unlock()
-	return id, nil
+	return s, nil
 }
 
 // ensureRow ends the attempt's transaction (its locking read of a missing
@@ -358,52 +375,25 @@ type stmts struct {
 	lockNoWait, lockWait                          *sql.Stmt // MariaDB
 }
 
-// stmtCache prepares a Locker's statements once. database/sql then prepares
-// each once per pooled connection, so MariaDB does not pay a server-side
-// prepare on every call.
-type stmtCache struct {
-	db *sql.DB
-	mu sync.Mutex
-	s  *stmts
-}
-
-func (c *stmtCache) all(ctx context.Context, q queries) (*stmts, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.s != nil {
-		return c.s, nil
-	}
+// prepare returns the statements of an attempt, and put, to call when the
+// attempt is over.
+func (l *Locker) prepare(ctx context.Context) (*stmts, func(), error) {
 	var s stmts
-	var list []struct {
-		dst   **sql.Stmt
-		query string
-	}
-	add := func(dst **sql.Stmt, query string) {
-		list = append(list, struct {
-			dst   **sql.Stmt
-			query string
-		}{dst, query})
-	}
-	if q.lock != "" {
-		add(&s.lock, q.lock)
-		add(&s.stamp, q.stamp)
-		add(&s.tryLock, q.tryLock)
-		add(&s.tryInsert, q.tryInsert)
-		add(&s.stampRestore, q.stampRestore)
+	var dst []**sql.Stmt
+	var queries []string
+	if l.q.lock != "" {
+		dst = []**sql.Stmt{&s.lock, &s.stamp, &s.tryLock, &s.tryInsert, &s.stampRestore}
+		queries = []string{l.q.lock, l.q.stamp, l.q.tryLock, l.q.tryInsert, l.q.stampRestore}
 	} else {
-		add(&s.lockNoWait, q.lockNoWait)
-		add(&s.lockWait, q.lockWait)
+		dst = []**sql.Stmt{&s.lockNoWait, &s.lockWait}
+		queries = []string{l.q.lockNoWait, l.q.lockWait}
 	}
-	for i, e := range list {
-		st, err := c.db.PrepareContext(ctx, e.query)
-		if err != nil {
-			for _, done := range list[:i] {
-				(*done.dst).Close()
-			}
-			return nil, fmt.Errorf("prepare: %w", err)
-		}
-		*e.dst = st
+	sts, put, err := l.stmts.StmtAll(ctx, l.db, queries...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("prepare: %w", err)
 	}
-	c.s = &s
-	return c.s, nil
+	for i, st := range sts {
+		*dst[i] = st
+	}
+	return &s, put, nil
 }

@@ -98,9 +98,14 @@ func (m *monitor) run(stop chan struct{}) {
 //     xact_start, which is NULL under track_activities = off.
 //   - MariaDB: connection id, not reused within one server life, and the
 //     server's start (UNIX_TIMESTAMP() - Uptime, exact as both read the
-//     statement's start) no later than the one recorded at acquisition. A
-//     restarted server started later, barring two starts within one second
-//     or a clock set back. Not INNODB_TRX: it needs the PROCESS privilege
+//     statement's start) no later than the one the lease's connection read
+//     the same way when it was first used. A restarted server started
+//     later, barring two starts within one second or a clock set back. Not
+//     UUID_SHORT()'s start field, which drifts later once its counter
+//     carries (after 2^24 calls; a lease's drifted life would stay alive
+//     past a restart only after more than 2^24 calls a second on average
+//     since the start, but exact costs no more: one read per connection).
+//     Not INNODB_TRX: it needs the PROCESS privilege
 //     and is a cache refreshed only once left unread for 0.1s, so it can
 //     hide a fresh lease or keep showing a dead one.
 func (m *monitor) check(held []*Lease, timeout time.Duration) ([]bool, error) {

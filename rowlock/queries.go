@@ -32,11 +32,12 @@ type queries struct {
 	// stampRestore then sets back.
 	tryLock, tryPrepare, tryInsert, stampRestore string
 
-	// MariaDB. lockNoWait and lockWait return (NEXTVAL, CONNECTION_ID(),
-	// server start); InnoDB locks the row before the select list is
-	// evaluated, so the token is drawn while held. ensure creates a missing
-	// row in its own autocommit statement without waiting on a held one.
-	lockNoWait, lockWait, ensure string
+	// MariaDB. lockNoWait and lockWait return NEXTVAL; InnoDB locks the row
+	// before the select list is evaluated, so the token is drawn while held.
+	// ensure creates a missing row in its own autocommit statement without
+	// waiting on a held one. session returns (CONNECTION_ID(), server
+	// start), read once per connection (see sessions).
+	lockNoWait, lockWait, ensure, session string
 
 	// alive finds which held leases are still alive; see monitor.check.
 	alive string
@@ -48,12 +49,12 @@ const pgSeq = `nextval('sqllock_fence_seq')`
 // it (32 bits); the lock statements write, so it is assigned already.
 const pgXid = `pg_current_xact_id()::xid`
 
-// myStart is when the MariaDB server started, in Unix seconds. UUID_SHORT()
-// is (server_id & 255) << 56 + (start << 24) + a counter: it costs nothing,
-// where reading Uptime in the lock statement would cost a status lookup on
-// every Acquire. The counter carries into the start field only after 2^24
-// calls, which can only raise it.
-const myStart = `(UUID_SHORT() >> 24) & 0xFFFFFFFF`
+// myStart is when the MariaDB server started, in Unix seconds: exact, as
+// UNIX_TIMESTAMP() and Uptime both read the statement's start. Not the
+// start-time field of UUID_SHORT(), which its 24-bit counter carries into
+// once per 2^24 calls server-wide, so that it drifts later than the start.
+const myStart = `UNIX_TIMESTAMP() - CAST((SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS
+  WHERE VARIABLE_NAME = 'Uptime') AS SIGNED)`
 
 func buildQueries(d sqllock.Dialect, table string) (queries, error) {
 	if d == sqllock.SQLite {
@@ -83,12 +84,12 @@ RETURNING token, pg_backend_pid(), ` + pgXid + `, set_config('lock_timeout', $2,
   WITH ORDINALITY AS h(pid, xid, i)
 JOIN pg_stat_activity a ON a.pid = h.pid AND a.backend_xid = h.xid`
 	case sqllock.MySQL:
-		sel := `SELECT NEXTVAL(sqllock_fence_seq), CONNECTION_ID(), ` + myStart + ` FROM ` + t + ` WHERE lock_key = ? FOR UPDATE`
+		sel := `SELECT NEXTVAL(sqllock_fence_seq) FROM ` + t + ` WHERE lock_key = ? FOR UPDATE`
 		q.lockNoWait = sel + ` NOWAIT`
 		q.lockWait = sel + fmt.Sprintf(` WAIT %d`, mysqlWaitSeconds)
 		q.ensure = `SET STATEMENT innodb_lock_wait_timeout = 0 FOR INSERT IGNORE INTO ` + t + ` (lock_key) VALUES (?)`
-		q.alive = `SELECT ID, UNIX_TIMESTAMP() - CAST((SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS
-  WHERE VARIABLE_NAME = 'Uptime') AS SIGNED)
+		q.session = `SELECT CONNECTION_ID(), ` + myStart
+		q.alive = `SELECT ID, ` + myStart + `
 FROM information_schema.PROCESSLIST WHERE FIND_IN_SET(ID, ?) > 0`
 	default:
 		return queries{}, fmt.Errorf("rowlock: %w: unknown dialect %v", sqllock.ErrInvalidOption, d)

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +13,6 @@ import (
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/locktest"
 	"github.com/sqllock/sqllock/internal/testdb"
-	"github.com/sqllock/sqllock/migrations"
 	"github.com/sqllock/sqllock/tablelock"
 )
 
@@ -113,47 +112,29 @@ func TestReleaseKeyByOthersChangesNothing(t *testing.T) {
 		if err := l.ReleaseKey(mine, key); !errors.Is(err, sqllock.ErrNotHeld) {
 			t.Errorf("second ReleaseKey = %v, want ErrNotHeld", err)
 		}
+		if err := lease.Release(ctx); !errors.Is(err, sqllock.ErrLockLost) {
+			t.Errorf("Release of a lease released by key = %v, want ErrLockLost", err)
+		}
 	})
 }
 
-// Schema generates exactly the table the shipped migration creates.
+// Schema generates exactly the table the shipped migrations leave behind
+// (00001, and 00006 on MySQL): a table made from it has the migrated
+// table's columns, types, collations and indexes.
 func TestSchemaMatchesMigration(t *testing.T) {
-	for _, d := range testdb.Dialects {
-		t.Run(d.String(), func(t *testing.T) {
-			ddl, err := tablelock.Schema(d, tablelock.DefaultTable)
-			if err != nil {
-				t.Fatal(err)
-			}
-			dir, err := migrations.Dir(d)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := migrations.FS.ReadFile(dir + "/00001_sqllock.sql")
-			if err != nil {
-				t.Fatal(err)
-			}
-			up, _, _ := strings.Cut(string(b), "-- +goose Down")
-			i := strings.Index(up, "CREATE TABLE "+tablelock.DefaultTable)
-			if i < 0 {
-				t.Fatalf("no CREATE TABLE %s in the migration", tablelock.DefaultTable)
-			}
-			if got, want := normalize(ddl), normalize(up[i:]); got != want {
-				t.Fatalf("Schema differs from the migration:\n got  %s\n want %s", got, want)
-			}
-		})
-	}
+	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
+		table := fmt.Sprintf("tl_schema_%x", rand.Uint64())
+		if err := tablelock.CreateTable(context.Background(), db.DB, db.Dialect, table); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Exec("DROP TABLE " + table) })
+		if got, want := testdb.Shape(t, db, table), testdb.Shape(t, db, tablelock.DefaultTable); got != want {
+			t.Fatalf("a table made by Schema differs from the migrated one:\n got\n%s\n want\n%s", got, want)
+		}
+	})
 	if _, err := tablelock.Schema(sqllock.Postgres, "bad name"); !errors.Is(err, sqllock.ErrInvalidOption) {
 		t.Errorf("Schema with a bad name = %v", err)
 	}
-}
-
-var (
-	space  = regexp.MustCompile(`\s+`)
-	quotes = strings.NewReplacer(`"`, "", "`", "")
-)
-
-func normalize(s string) string {
-	return strings.TrimSpace(space.ReplaceAllString(quotes.Replace(s), " "))
 }
 
 // A table made by CreateTable under another name serves a Locker, and its
@@ -211,5 +192,42 @@ func TestConformanceAsyncCommit(t *testing.T) {
 		LossWithin: 2 * time.Second,
 		Reentrant:  true,
 		Exclusive:  true,
+	})
+}
+
+// ForceRelease frees the holder it names by token, and nothing else: a
+// token that no longer holds the key is told who does, and the row is left
+// as it was.
+func TestForceReleaseNamesTheHolder(t *testing.T) {
+	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
+		ctx := context.Background()
+		l, op := newLocker(t, db, tablelock.WithTTL(time.Minute)), newLocker(t, db)
+		key := locktest.Key(t)
+		lease, err := l.Acquire(sqllock.WithOwner(ctx, "billing-7"), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := rowState(t, db, tablelock.DefaultTable, key)
+		for _, bad := range []int64{0, -1} {
+			if ok, err := op.ForceRelease(ctx, key, bad); ok || !errors.Is(err, sqllock.ErrInvalidOption) {
+				t.Errorf("ForceRelease with token %d = %v, %v; want ErrInvalidOption", bad, ok, err)
+			}
+		}
+		ok, err := op.ForceRelease(ctx, key, lease.Token()+1000)
+		if ok || !errors.Is(err, sqllock.ErrNotHeld) || !strings.Contains(err.Error(), fmt.Sprintf("token %d now", lease.Token())) || !strings.Contains(err.Error(), "billing-7") {
+			t.Errorf("ForceRelease naming another holder = %v, %v; want ErrNotHeld naming token %d and owner billing-7", ok, err, lease.Token())
+		}
+		if after := rowState(t, db, tablelock.DefaultTable, key); after != before {
+			t.Errorf("a refused ForceRelease changed the row:\n before %s\n after  %s", before, after)
+		}
+		if ok, err := op.ForceRelease(ctx, key, lease.Token()); !ok || err != nil {
+			t.Fatalf("ForceRelease of the holder = %v, %v; want true", ok, err)
+		}
+		if ok, err := op.ForceRelease(ctx, key, lease.Token()); ok || err != nil {
+			t.Errorf("second ForceRelease = %v, %v; want false, nil: the key is free", ok, err)
+		}
+		if err := lease.Release(ctx); !errors.Is(err, sqllock.ErrLockLost) {
+			t.Errorf("Release after ForceRelease = %v, want ErrLockLost", err)
+		}
 	})
 }

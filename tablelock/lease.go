@@ -80,6 +80,7 @@ func (s *Lease) Release(ctx context.Context) error {
 	relErr := s.h.l.releaseRow(ctx, s.key, s.owner, s.token)
 	l := s.h.l
 	l.waiters.Signal(s.key)
+	l.closeStmtsIfIdle()
 	switch {
 	case lostErr != nil:
 		s.st.End(sqllock.ErrReleased)
@@ -121,10 +122,11 @@ func (l *Locker) releaseRow(ctx context.Context, key, owner string, token int64)
 }
 
 func (l *Locker) execRelease(ctx context.Context, key, owner string, token int64) (int64, error) {
-	st, err := l.stmts.get(ctx, l.q.release)
+	st, put, err := l.stmts.Stmt(ctx, l.db, l.q.release)
 	if err != nil {
 		return 0, err
 	}
+	defer put()
 	if l.dialect == sqllock.Postgres {
 		return countRows(st.QueryContext(ctx, key, owner, token, l.q.channel))
 	}
@@ -241,6 +243,7 @@ func (h *hold) lose(cause error) {
 	h.halt()
 	h.mu.Unlock()
 	h.forget()
+	h.l.closeStmtsIfIdle()
 	h.l.cfg.logger.Warn("tablelock: lease lost", "key", h.id.key, "token", h.token, "cause", cause.Error())
 	for _, s := range leases {
 		s.st.End(err)
@@ -300,10 +303,11 @@ func (h *hold) renewLoop() {
 }
 
 func (l *Locker) renewRow(ctx context.Context, key, owner string, token int64) (bool, error) {
-	st, err := l.stmts.get(ctx, l.q.renew)
+	st, put, err := l.stmts.Stmt(ctx, l.db, l.q.renew)
 	if err != nil {
 		return false, err
 	}
+	defer put()
 	ttl := l.cfg.ttl.Microseconds()
 	var args []any
 	if l.dialect == sqllock.MySQL {

@@ -39,6 +39,8 @@ type listener struct {
 	linger *time.Timer
 	closed bool
 	broken bool // the driver cannot listen: stop trying
+
+	beforeRelisten func() // tests: runs before each reconnection's LISTEN
 }
 
 func newListener(db *sql.DB, channel string, w *waitq.Queue, log *slog.Logger) *listener {
@@ -132,18 +134,27 @@ func (ln *listener) run(ctx context.Context, ready, exited chan struct{}) {
 	first := true
 	backoff := 10 * time.Millisecond
 	for ctx.Err() == nil {
+		if !first && ln.beforeRelisten != nil {
+			ln.beforeRelisten()
+		}
 		err := ln.listenOnce(ctx, func() {
 			if first {
 				first = false
 				close(ready)
+			} else {
+				// LISTEN is in place again. A release announced since the
+				// wake-up below, before it was, went unheard: let every
+				// waiter look again, or it sleeps until its holder's lease
+				// would have expired.
+				ln.w.SignalAll()
 			}
 			backoff = 10 * time.Millisecond
 		})
 		if ctx.Err() != nil {
 			break
 		}
-		// Whatever was released while the connection was down went unheard:
-		// let every waiter look again.
+		// Whatever was released before the connection failed may have gone
+		// unheard: let every waiter look again now.
 		ln.w.SignalAll()
 		if errors.Is(err, errNoPgx) || first {
 			ln.mu.Lock()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/stmtcache"
 	"github.com/sqllock/sqllock/internal/waitq"
 )
 
@@ -28,7 +29,7 @@ type Locker struct {
 	cfg     config
 	q       queries
 	host    string
-	stmts   stmtCache
+	stmts   *stmtcache.Cache // closed once the Locker is closed and holds nothing
 	waiters *waitq.Queue
 	ln      *listener      // nil unless PostgreSQL with notifications
 	bg      sync.WaitGroup // give-backs of cancelled tries still in flight
@@ -60,7 +61,7 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
 	l := &Locker{
 		db: db, dialect: d, cfg: cfg, q: q,
 		host:  sqllock.Host(),
-		stmts: stmtCache{db: db},
+		stmts: new(stmtcache.Cache),
 		holds: make(map[holdID]*hold),
 		// A wake-up says "look again": several before a try count as one.
 		waiters: waitq.New(waitq.Coalesce),
@@ -73,8 +74,9 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
 
 // Close stops the Locker's listener and refuses new acquisitions, and waits
 // for cancelled Acquires to give back what their last statement took.
-// Leases already held keep renewing until they are released. Close never
-// closes the *sql.DB.
+// Leases already held keep renewing until they are released; the prepared
+// statements close when the last of them ends. Close never closes the
+// *sql.DB.
 func (l *Locker) Close() error {
 	l.mu.Lock()
 	l.closed = true
@@ -83,7 +85,20 @@ func (l *Locker) Close() error {
 		l.ln.close()
 	}
 	l.bg.Wait() // bounded by releaseTimeout
+	l.closeStmtsIfIdle()
 	return nil
+}
+
+// closeStmtsIfIdle closes the prepared statements once the Locker is closed
+// and holds no lease that still renews or releases on them. A lease won by
+// an Acquire that raced Close runs on one-use statements instead.
+func (l *Locker) closeStmtsIfIdle() {
+	l.mu.Lock()
+	idle := l.closed && len(l.holds) == 0
+	l.mu.Unlock()
+	if idle {
+		l.stmts.Close()
+	}
 }
 
 // TTL is the lease length the Locker grants.
@@ -325,10 +340,11 @@ func (l *Locker) try(ctx context.Context, key, owner string, precheck bool) (att
 	var remaining int64
 	switch l.dialect {
 	case sqllock.Postgres:
-		st, err := l.stmts.get(ctx, l.q.acquire)
+		st, put, err := l.stmts.Stmt(ctx, l.db, l.q.acquire)
 		if err != nil {
 			return a, err
 		}
+		defer put()
 		err = st.QueryRowContext(ctx, key, owner, l.host, ttl).Scan(&a.won, &a.token, &a.holds, &a.host, &remaining)
 		if errors.Is(err, sql.ErrNoRows) {
 			// The holder's row is newer than this statement's snapshot.
@@ -338,10 +354,11 @@ func (l *Locker) try(ctx context.Context, key, owner string, precheck bool) (att
 			return a, err
 		}
 	case sqllock.MySQL:
-		st, err := l.stmts.get(ctx, l.q.acquire)
+		st, put, err := l.stmts.Stmt(ctx, l.db, l.q.acquire)
 		if err != nil {
 			return a, err
 		}
+		defer put()
 		var rowOwner string
 		if err := st.QueryRowContext(ctx, key, owner, l.host, ttl).Scan(&rowOwner, &a.token, &a.holds, &a.host, &remaining); err != nil {
 			return a, err
@@ -365,10 +382,12 @@ func (l *Locker) try(ctx context.Context, key, owner string, precheck bool) (att
 // row. Its statements are prepared once (per connection, by database/sql):
 // parsing them on every call cost more than running them.
 func (l *Locker) trySQLite(ctx context.Context, key, owner string, ttl int64, precheck bool, a *attempt, remaining *int64) (err error) {
-	holderSt, err := l.stmts.get(ctx, l.q.holder)
+	sts, put, err := l.stmts.StmtAll(ctx, l.db, l.q.holder, l.q.acquire, l.q.fence)
 	if err != nil {
 		return err
 	}
+	defer put()
+	holderSt, acquireSt, fenceSt := sts[0], sts[1], sts[2]
 	var holder string
 	if precheck {
 		// A read first: in WAL mode it takes no lock, so waiters polling a
@@ -382,14 +401,6 @@ func (l *Locker) trySQLite(ctx context.Context, key, owner string, ttl int64, pr
 		case *remaining > 0 && holder != owner:
 			return nil
 		}
-	}
-	acquireSt, err := l.stmts.get(ctx, l.q.acquire)
-	if err != nil {
-		return err
-	}
-	fenceSt, err := l.stmts.get(ctx, l.q.fence)
-	if err != nil {
-		return err
 	}
 	tx, err := l.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -421,13 +432,16 @@ func (l *Locker) trySQLite(ctx context.Context, key, owner string, ttl int64, pr
 // sqllock.WithOwner), for a process that restarted with a persistent owner
 // and no longer has the lease. It returns an error matching
 // sqllock.ErrNotHeld, and changes nothing, when that owner does not hold
-// key.
+// key; owners compare byte for byte, as keys do.
 func (l *Locker) ReleaseKey(ctx context.Context, key string) error {
 	if err := sqllock.ValidateKey(key); err != nil {
 		return fmt.Errorf("tablelock: release %q: %w", key, err)
 	}
-	owner, ok := sqllock.OwnerFrom(ctx)
-	if !ok {
+	owner, fresh, err := sqllock.ResolveOwner(ctx)
+	switch {
+	case err != nil:
+		return fmt.Errorf("tablelock: release %q: %w", key, err)
+	case fresh:
 		return fmt.Errorf("tablelock: release %q: %w: no owner in context", key, sqllock.ErrNotHeld)
 	}
 	n, err := l.releaseOwned(ctx, key, owner)
@@ -452,28 +466,50 @@ func (l *Locker) releaseOwned(ctx context.Context, key, owner string) (int64, er
 	return res.RowsAffected()
 }
 
-// ForceRelease frees key whoever holds it, for an operator. The holder is
-// not told at once: its next renewal finds the row gone and its lease ends
-// with sqllock.ErrLockLost. It reports whether the key was held.
-func (l *Locker) ForceRelease(ctx context.Context, key string) (bool, error) {
+// ForceRelease frees key for an operator, if it is still held under token:
+// the holder List showed, whose Info.Token names it. The holder is not told
+// at once: its next renewal finds the row no longer its own and its lease
+// ends with sqllock.ErrLockLost.
+//
+// It reports whether it freed the key: false, with a nil error, when key is
+// not held any more. When key changed hands since (another holder, under
+// another token), it frees nothing and returns an error matching
+// sqllock.ErrNotHeld that names the holder now.
+func (l *Locker) ForceRelease(ctx context.Context, key string, token int64) (bool, error) {
 	if err := sqllock.ValidateKey(key); err != nil {
 		return false, fmt.Errorf("tablelock: force release %q: %w", key, err)
 	}
-	defer l.waiters.Signal(key)
+	if token <= 0 {
+		return false, fmt.Errorf("tablelock: force release %q: %w: token %d names no holder (tokens start at 1)", key, sqllock.ErrInvalidOption, token)
+	}
 	var n int64
 	var err error
 	if l.dialect == sqllock.Postgres {
-		n, err = countRows(l.db.QueryContext(ctx, l.q.forceRelease, key, l.q.channel))
+		n, err = countRows(l.db.QueryContext(ctx, l.q.forceRelease, key, token, l.q.channel))
 	} else {
 		var res sql.Result
-		if res, err = l.db.ExecContext(ctx, l.q.forceRelease, key); err == nil {
+		if res, err = l.db.ExecContext(ctx, l.q.forceRelease, key, token); err == nil {
 			n, err = res.RowsAffected()
 		}
 	}
 	if err != nil {
 		return false, fmt.Errorf("tablelock: force release %q: %w", key, err)
 	}
-	return n > 0, nil
+	if n > 0 {
+		l.waiters.Signal(key)
+		return true, nil
+	}
+	var current int64
+	var owner, host string
+	err = l.db.QueryRowContext(ctx, l.q.holding, key).Scan(&current, &owner, &host)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("tablelock: force release %q: nothing released (token %d does not hold it): %w", key, token, err)
+	}
+	return false, fmt.Errorf("tablelock: force release %q: %w: held under token %d now, not %d (owner %q, host %s); nothing released",
+		key, sqllock.ErrNotHeld, current, token, owner, host)
 }
 
 // Info describes one held lock, as List reports it.
@@ -524,30 +560,4 @@ func countRows(rows *sql.Rows, err error) (int64, error) {
 		n++
 	}
 	return n, rows.Err()
-}
-
-// stmtCache prepares each statement once per Locker. database/sql then
-// prepares it once per pooled connection, so MySQL does not pay a
-// server-side prepare on every call.
-type stmtCache struct {
-	db *sql.DB
-	mu sync.Mutex
-	m  map[string]*sql.Stmt
-}
-
-func (c *stmtCache) get(ctx context.Context, query string) (*sql.Stmt, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if st, ok := c.m[query]; ok {
-		return st, nil
-	}
-	st, err := c.db.PrepareContext(ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	if c.m == nil {
-		c.m = make(map[string]*sql.Stmt)
-	}
-	c.m[query] = st
-	return st, nil
 }

@@ -21,7 +21,8 @@ type queries struct {
 	release       string // key, owner, token [, channel]: one row (hold_count) on PostgreSQL, affected rows elsewhere
 	renew         string // key, owner, token, TTL µs
 	releaseKey    string // key, owner: owner-based release (ReleaseKey)
-	forceRelease  string // key
+	forceRelease  string // key, token [, channel]
+	holding       string // key: (token, owner, host) of its live holder
 	list          string
 	channel       string // PostgreSQL NOTIFY channel
 }
@@ -90,10 +91,11 @@ WHERE lock_key = $1 AND owner = $2 AND token = $3 AND expires_at > now()`
 SELECT left_count, CASE WHEN left_count = 0 THEN pg_notify($3, $1)::text END FROM r`
 		q.forceRelease = `WITH r AS (
 	UPDATE ` + t + ` SET hold_count = 0, owner = '', expires_at = now()
-	WHERE lock_key = $1 AND expires_at > now()
+	WHERE lock_key = $1 AND token = $2 AND expires_at > now()
 	RETURNING lock_key
 )
-SELECT 1, pg_notify($2, $1)::text FROM r`
+SELECT 1, pg_notify($3, $1)::text FROM r`
+		q.holding = `SELECT token, owner, host FROM ` + t + ` WHERE lock_key = $1 AND expires_at > now()`
 		q.list = `SELECT lock_key, owner, host, hold_count, token, acquired_at, expires_at,
 	(extract(epoch FROM now() - acquired_at) * 1000000)::bigint
 FROM ` + t + ` WHERE expires_at > now() ORDER BY lock_key`
@@ -124,7 +126,8 @@ WHERE lock_key = ? AND owner = ? AND token = ? AND expires_at > ` + now
 	expires_at = IF(hold_count = 0, ` + now + `, expires_at)
 WHERE lock_key = ? AND owner = ? AND expires_at > ` + now
 		q.forceRelease = `UPDATE ` + t + ` SET hold_count = 0, owner = '', expires_at = ` + now + `
-WHERE lock_key = ? AND expires_at > ` + now
+WHERE lock_key = ? AND token = ? AND expires_at > ` + now
+		q.holding = `SELECT token, owner, host FROM ` + t + ` WHERE lock_key = ? AND expires_at > ` + now
 		q.list = `SELECT lock_key, owner, host, hold_count, token, acquired_at, expires_at,
 	TIMESTAMPDIFF(MICROSECOND, acquired_at, ` + now + `)
 FROM ` + t + ` WHERE expires_at > ` + now + ` ORDER BY lock_key`
@@ -157,7 +160,8 @@ WHERE lock_key = ?1 AND owner = ?2 AND token = ?3 AND expires_at > ` + now
 	expires_at = CASE WHEN hold_count > 1 THEN expires_at ELSE ` + now + ` END
 WHERE lock_key = ?1 AND owner = ?2 AND expires_at > ` + now
 		q.forceRelease = `UPDATE ` + t + ` SET hold_count = 0, owner = '', expires_at = ` + now + `
-WHERE lock_key = ?1 AND expires_at > ` + now
+WHERE lock_key = ?1 AND token = ?2 AND expires_at > ` + now
+		q.holding = `SELECT token, owner, host FROM ` + t + ` WHERE lock_key = ?1 AND expires_at > ` + now
 		q.list = `SELECT lock_key, owner, host, hold_count, token, acquired_at, expires_at,
 	` + now + ` - acquired_at
 FROM ` + t + ` WHERE expires_at > ` + now + ` ORDER BY lock_key`

@@ -11,9 +11,15 @@ import (
 )
 
 // Schema returns the DDL of a lock table named table for d: the table the
-// migrations create under DefaultTable, for use with WithTable. A test keeps
-// it identical to the shipped migration. The fencing sequence is shared by
-// every table and comes from the migrations alone.
+// migrations leave under DefaultTable, for use with WithTable. A test keeps
+// the two identical. The fencing sequence is shared by every table and
+// comes from the migrations alone.
+//
+// Keys and owners compare byte for byte on every dialect; on MySQL they are
+// varbinary, as MariaDB's default collation ignores case and trailing
+// spaces. A table made on MySQL by an earlier release has a varchar owner:
+// run "ALTER TABLE name MODIFY owner varbinary(64) NOT NULL" on it, as
+// migration 00006 does for DefaultTable.
 func Schema(d sqllock.Dialect, table string) (string, error) {
 	t, err := sqlutil.QuoteIdent(d, table)
 	if err != nil {
@@ -39,7 +45,7 @@ CREATE INDEX ` + idx + ` ON ` + t + ` (expires_at);`, nil
 	case sqllock.MySQL:
 		return `CREATE TABLE ` + t + ` (
     lock_key    varbinary(255) NOT NULL PRIMARY KEY,
-    owner       varchar(64)    NOT NULL,
+    owner       varbinary(64)  NOT NULL,
     host        varchar(255)   NOT NULL,
     hold_count  int            NOT NULL,
     token       bigint         NOT NULL,

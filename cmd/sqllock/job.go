@@ -187,6 +187,7 @@ func runReplicas(ctx context.Context, db *sql.DB, d sqllock.Dialect, sch jobSche
 		if err != nil {
 			return err
 		}
+		defer g.Close()
 		label := fmt.Sprintf("replica %d (pid %d)", first+i, os.Getpid())
 		wg.Go(func() { errs[i] = replica(ctx, g, sch, label, emit) })
 	}

@@ -57,6 +57,7 @@ func cmdLocks(ctx context.Context, args []string, e env) error {
 		if err != nil {
 			return err
 		}
+		defer g.Close()
 		// A database migrated before jobguard shipped has no job table.
 		if ok, err := tableExists(ctx, db, t.dialect, jobguard.DefaultTable); err != nil || !ok {
 			g = nil
@@ -152,15 +153,18 @@ func releaseLock(ctx context.Context, e env, l *tablelock.Locker, g *jobguard.Gu
 	if job && g == nil {
 		return fail(exitFailure, "this database has no job table")
 	}
+	// Free the holder shown, not whoever holds the key by now.
 	if job {
-		ok, err = g.Unlock(ctx, key)
+		ok, err = g.ForceRelease(ctx, key, held.Token)
 	} else {
-		ok, err = l.ForceRelease(ctx, key)
+		ok, err = l.ForceRelease(ctx, key, held.Token)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, sqllock.ErrNotHeld):
+		return fail(exitFailure, "%s %q changed hands since it was shown (token %d): %v", kind, key, held.Token, err)
+	case err != nil:
 		return err
-	}
-	if !ok {
+	case !ok:
 		return fail(exitFailure, "%s %q was released before the force release reached it", kind, key)
 	}
 	fmt.Fprintf(e.stdout, "released %s\n", what)

@@ -4,7 +4,7 @@
 //	sqllock demo job                   # replicas run one scheduled job, once a period
 //	sqllock migrate up|down|status     # the embedded goose migrations
 //	sqllock locks                      # held locks and taken jobs
-//	sqllock locks release KEY --force  # free a lock whoever holds it
+//	sqllock locks release KEY --force  # free the lock's holder it shows
 //	sqllock hold KEY                   # hold a lock until interrupted or lost
 //	sqllock bench                      # lock rates and handoff beside raw SQL
 //
@@ -89,7 +89,8 @@ commands:
                     apply, roll back or list the embedded migrations
   locks             list held locks and taken jobs
   locks release KEY --force
-                    free a lock whoever holds it (--job for a job)
+                    free the holder of a lock it shows, unless the lock
+                    changed hands meanwhile (--job for a job)
   hold KEY          hold a lock until --for passes, Ctrl-C, or it is lost
   bench             lock rates and handoff latency beside raw SQL
 

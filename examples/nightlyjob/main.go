@@ -74,6 +74,9 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	// On Ctrl-C a try in flight gives its job back before the process
+	// exits, instead of leaving it taken until AtMost.
+	defer guard.Close()
 	f, err := fence.New(d)
 	if err != nil {
 		log.Fatal(err)

@@ -162,3 +162,27 @@ func (c *Cache) Len() int {
 	defer c.mu.Unlock()
 	return len(c.m)
 }
+
+// StmtAll is Stmt for several statements at once, for a caller that must
+// prepare them before it pins a connection: preparing takes a pooled
+// connection of its own, which a small pool may not have while one is
+// pinned.
+func (c *Cache) StmtAll(ctx context.Context, db Preparer, queries ...string) ([]*sql.Stmt, func(), error) {
+	sts := make([]*sql.Stmt, 0, len(queries))
+	dones := make([]func(), 0, len(queries))
+	done := func() {
+		for _, d := range dones {
+			d()
+		}
+	}
+	for _, q := range queries {
+		st, d, err := c.Stmt(ctx, db, q)
+		if err != nil {
+			done()
+			return nil, nil, err
+		}
+		sts = append(sts, st)
+		dones = append(dones, d)
+	}
+	return sts, done, nil
+}

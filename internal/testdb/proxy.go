@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -17,7 +18,7 @@ import (
 // Proxy is a TCP relay between the tests and a database server, for
 // network faults: Cut drops every connection and refuses new ones (a
 // partition, or a server restart as the client sees it); Restore lets
-// connections through again.
+// connections through again; Delay holds back what the server sends.
 type Proxy struct {
 	*DB // a handle whose connections go through the proxy
 
@@ -26,6 +27,7 @@ type Proxy struct {
 
 	mu    sync.Mutex
 	cut   bool
+	delay time.Duration // held back, each chunk the server sends
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup
 }
@@ -87,14 +89,33 @@ func (p *Proxy) accept() {
 		p.conns[c], p.conns[s] = struct{}{}, struct{}{}
 		p.wg.Add(2)
 		p.mu.Unlock()
-		go p.pipe(c, s)
-		go p.pipe(s, c)
+		go p.pipe(s, c, false)
+		go p.pipe(c, s, true)
 	}
 }
 
-func (p *Proxy) pipe(dst, src net.Conn) {
+// pipe copies src to dst until either ends. fromServer: src is the server,
+// whose bytes Delay holds back.
+func (p *Proxy) pipe(dst, src net.Conn, fromServer bool) {
 	defer p.wg.Done()
-	_, _ = io.Copy(dst, src)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if fromServer {
+				p.mu.Lock()
+				d := p.delay
+				p.mu.Unlock()
+				time.Sleep(d)
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
 	dst.Close()
 	src.Close()
 	p.mu.Lock()
@@ -121,6 +142,15 @@ func (p *Proxy) Drop() {
 	for c := range p.conns {
 		c.Close()
 	}
+}
+
+// Delay holds back every chunk the server sends for d before passing it on
+// (0: none): an answer that the server has committed to but the client
+// reads late, as over a slow or congested network.
+func (p *Proxy) Delay(d time.Duration) {
+	p.mu.Lock()
+	p.delay = d
+	p.mu.Unlock()
 }
 
 // Restore lets connections through again.
