@@ -2,13 +2,8 @@ package sqllock
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
-	"sync"
 	"unicode/utf8"
 )
 
@@ -36,43 +31,17 @@ func OwnerFrom(ctx context.Context) (string, bool) {
 	return o, ok
 }
 
-// ResolveOwner returns the owner in ctx, validated, or a fresh random one
-// (fresh reports which). Strategies call it once per acquisition. An owner
-// is refused as a key would be, with an error matching ErrInvalidOption,
-// unless it is 1 to MaxOwnerLen bytes of valid UTF-8 with no NUL byte.
-func ResolveOwner(ctx context.Context) (owner string, fresh bool, err error) {
-	if o, ok := OwnerFrom(ctx); ok {
-		switch {
-		case o == "" || len(o) > MaxOwnerLen:
-			return "", false, fmt.Errorf("%w: owner must be 1 to %d bytes, got %d", ErrInvalidOption, MaxOwnerLen, len(o))
-		case !utf8.ValidString(o):
-			return "", false, fmt.Errorf("%w: owner %q is not valid UTF-8", ErrInvalidOption, o)
-		case strings.IndexByte(o, 0) >= 0:
-			return "", false, fmt.Errorf("%w: owner %q contains a NUL byte", ErrInvalidOption, o)
-		}
-		return o, false, nil
+// ValidateOwner reports whether owner can be used as an owner id: 1 to
+// MaxOwnerLen bytes of valid UTF-8 with no NUL byte, refused as a key would
+// be, with an error matching ErrInvalidOption.
+func ValidateOwner(owner string) error {
+	switch {
+	case owner == "" || len(owner) > MaxOwnerLen:
+		return fmt.Errorf("%w: owner must be 1 to %d bytes, got %d", ErrInvalidOption, MaxOwnerLen, len(owner))
+	case !utf8.ValidString(owner):
+		return fmt.Errorf("%w: owner %q is not valid UTF-8", ErrInvalidOption, owner)
+	case strings.IndexByte(owner, 0) >= 0:
+		return fmt.Errorf("%w: owner %q contains a NUL byte", ErrInvalidOption, owner)
 	}
-	return NewOwnerID(), true, nil
+	return nil
 }
-
-// NewOwnerID returns a random 128-bit owner id in hex.
-func NewOwnerID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
-	return hex.EncodeToString(b[:])
-}
-
-var hostOnce = sync.OnceValue(func() string {
-	h, err := os.Hostname()
-	if err != nil || h == "" {
-		h = "unknown"
-	}
-	if len(h) > 200 {
-		h = h[:200]
-	}
-	return h + "/" + strconv.Itoa(os.Getpid())
-})
-
-// Host returns "hostname/pid" for this process, recorded beside the owner so
-// an operator can tell who holds a lock.
-func Host() string { return hostOnce() }

@@ -1,10 +1,7 @@
 package sqllock_test
 
 import (
-	"context"
 	"errors"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -58,26 +55,15 @@ func TestParseDialect(t *testing.T) {
 	}
 }
 
-func TestOwner(t *testing.T) {
-	ctx := context.Background()
-	a, freshA, err := sqllock.ResolveOwner(ctx)
-	b, _, _ := sqllock.ResolveOwner(ctx)
-	if err != nil || !freshA || a == b || len(a) != 32 {
-		t.Fatalf("no owner in ctx: got %q and %q (fresh %v, %v); want two distinct random ids", a, b, freshA, err)
-	}
-	got, fresh, err := sqllock.ResolveOwner(sqllock.WithOwner(ctx, "worker-7"))
-	if err != nil || fresh || got != "worker-7" {
-		t.Fatalf("ResolveOwner(WithOwner) = %q, %v, %v", got, fresh, err)
+func TestValidateOwner(t *testing.T) {
+	if err := sqllock.ValidateOwner("worker-7"); err != nil {
+		t.Fatalf("ValidateOwner(worker-7) = %v", err)
 	}
 	// Owners are refused as keys are: a database would reject or mangle
 	// the bytes, and an operator could not read them back.
 	for _, bad := range []string{"", strings.Repeat("o", sqllock.MaxOwnerLen+1), "worker-\xff", "worker\x00-7"} {
-		if _, _, err := sqllock.ResolveOwner(sqllock.WithOwner(ctx, bad)); !errors.Is(err, sqllock.ErrInvalidOption) {
+		if err := sqllock.ValidateOwner(bad); !errors.Is(err, sqllock.ErrInvalidOption) {
 			t.Errorf("owner %q: %v, want ErrInvalidOption", bad, err)
 		}
-	}
-	// Two processes on one host never share an identity.
-	if h := sqllock.Host(); !strings.HasSuffix(h, "/"+strconv.Itoa(os.Getpid())) {
-		t.Errorf("Host() = %q, want hostname/pid", h)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/backoff"
+	"github.com/sqllock/sqllock/internal/identity"
 	"github.com/sqllock/sqllock/internal/lease"
 	"github.com/sqllock/sqllock/internal/sqlutil"
 	"github.com/sqllock/sqllock/internal/waitloop"
@@ -200,7 +201,7 @@ func (l *Locker) acquire(ctx context.Context, key string, m mode, wait bool) (sq
 			return nil, fmt.Errorf("advisory: %s %q: %w", op, key, err)
 		}
 	}
-	owner, _, err := sqllock.ResolveOwner(ctx)
+	owner, _, err := identity.Resolve(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("advisory: %s %q: %w", op, key, err)
 	}

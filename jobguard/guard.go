@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/identity"
 	"github.com/sqllock/sqllock/internal/sqlutil"
 )
 
@@ -99,7 +100,7 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Guard, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Guard{db: db, dialect: d, q: q, host: sqllock.Host()}, nil
+	return &Guard{db: db, dialect: d, q: q, host: identity.Host()}, nil
 }
 
 // Close refuses new tries and waits for tries whose caller gave up to give
@@ -159,7 +160,7 @@ func (g *Guard) TryAcquire(ctx context.Context, job Job) (*Lease, error) {
 	}
 	g.tries.Add(1)
 	g.mu.Unlock()
-	owner := sqllock.NewOwnerID()
+	owner := identity.NewOwner()
 	start := time.Now()
 	a, err := g.tryDetached(ctx, job, owner)
 	switch {

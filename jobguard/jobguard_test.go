@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/identity"
 	"github.com/sqllock/sqllock/internal/locktest"
 	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/jobguard"
@@ -117,8 +118,8 @@ func TestHoldAtLeast(t *testing.T) {
 			t.Fatalf("Run inside hold-at-least = %v, %v; want skipped with no error", ran, err)
 		}
 		_, err := b.TryAcquire(ctx, long)
-		if !errors.Is(err, sqllock.ErrNotAcquired) || !strings.Contains(err.Error(), sqllock.Host()) {
-			t.Fatalf("TryAcquire inside hold-at-least = %v; want ErrNotAcquired naming the holder %s", err, sqllock.Host())
+		if !errors.Is(err, sqllock.ErrNotAcquired) || !strings.Contains(err.Error(), identity.Host()) {
+			t.Fatalf("TryAcquire inside hold-at-least = %v; want ErrNotAcquired naming the holder %s", err, identity.Host())
 		}
 		infos, err := a.List(ctx)
 		if err != nil {

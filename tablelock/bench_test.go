@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/identity"
 	"github.com/sqllock/sqllock/internal/locktest"
 	"github.com/sqllock/sqllock/internal/testdb"
 )
@@ -90,7 +91,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 					}
 					defer fence.Close()
 				}
-				key, owner := locktest.Key(b), sqllock.NewOwnerID()
+				key, owner := locktest.Key(b), identity.NewOwner()
 				for b.Loop() {
 					var token int64
 					if fence != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/identity"
 	"github.com/sqllock/sqllock/internal/sqlutil"
 	"github.com/sqllock/sqllock/internal/stmtcache"
 	"github.com/sqllock/sqllock/internal/waitq"
@@ -60,7 +61,7 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
 	}
 	l := &Locker{
 		db: db, dialect: d, cfg: cfg, q: q,
-		host:  sqllock.Host(),
+		host:  identity.Host(),
 		stmts: new(stmtcache.Cache),
 		holds: make(map[holdID]*hold),
 		// A wake-up says "look again": several before a try count as one.
@@ -131,7 +132,7 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (sqllock.Le
 	if err := sqllock.ValidateKey(key); err != nil {
 		return nil, fmt.Errorf("tablelock: acquire %q: %w", key, err)
 	}
-	owner, _, err := sqllock.ResolveOwner(ctx)
+	owner, _, err := identity.Resolve(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("tablelock: acquire %q: %w", key, err)
 	}
@@ -437,7 +438,7 @@ func (l *Locker) ReleaseKey(ctx context.Context, key string) error {
 	if err := sqllock.ValidateKey(key); err != nil {
 		return fmt.Errorf("tablelock: release %q: %w", key, err)
 	}
-	owner, fresh, err := sqllock.ResolveOwner(ctx)
+	owner, fresh, err := identity.Resolve(ctx)
 	switch {
 	case err != nil:
 		return fmt.Errorf("tablelock: release %q: %w", key, err)

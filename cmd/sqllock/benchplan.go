@@ -11,6 +11,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/advisory"
+	"github.com/sqllock/sqllock/internal/identity"
 	"github.com/sqllock/sqllock/internal/sqlutil"
 	"github.com/sqllock/sqllock/optimistic"
 )
@@ -102,7 +103,7 @@ func benchTablelock(_ context.Context, db *sql.DB, d sqllock.Dialect) (*benchPla
 	return &benchPlan{
 		lib: lockerSide(db, d, newTablelock),
 		raw: side{open: func(context.Context) (contender, error) {
-			return &rawTablelockClient{r: r, owner: sqllock.NewOwnerID()}, nil
+			return &rawTablelockClient{r: r, owner: identity.NewOwner()}, nil
 		}},
 		op:     "acquire+release",
 		rawSQL: "tablelock's statements by hand, prepared once; waiters retry at once, without sleeping",

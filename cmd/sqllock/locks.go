@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/identity"
 	"github.com/sqllock/sqllock/jobguard"
 	"github.com/sqllock/sqllock/tablelock"
 )
@@ -201,7 +202,7 @@ func cmdHold(ctx context.Context, args []string, e env) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(e.stdout, "held %q token %d host %s; until %v, Ctrl-C or loss\n", key, lease.Token(), sqllock.Host(), *hold)
+		fmt.Fprintf(e.stdout, "held %q token %d host %s; until %v, Ctrl-C or loss\n", key, lease.Token(), identity.Host(), *hold)
 		select {
 		case <-lease.Done():
 			return fail(exitFailure, "lost %q: %v", key, lease.Err())

@@ -112,6 +112,8 @@ func main() {
 // if no later run (a larger token) has written already.
 func report(ctx context.Context, db *sql.DB, d sqllock.Dialect, f *fence.Fence) error {
 	token, _ := sqllock.TokenFrom(ctx)
+	host, _ := os.Hostname()
+	runner := fmt.Sprintf("%s/%d", host, os.Getpid())
 	time.Sleep(100 * time.Millisecond) // the work
 	q := `UPDATE nightly_report SET last_token = ?, ran_by = ?, ran_at = ? WHERE id = 1`
 	if d == sqllock.Postgres {
@@ -120,7 +122,7 @@ func report(ctx context.Context, db *sql.DB, d sqllock.Dialect, f *fence.Fence) 
 	// Write checks the run's token (from ctx) in the same transaction as
 	// the update: a stale run gets sqllock.ErrStaleToken and writes nothing.
 	err := f.Write(ctx, db, "nightly_report", func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, q, token, sqllock.Host(), time.Now().UTC().Format(time.RFC3339Nano))
+		_, err := tx.ExecContext(ctx, q, token, runner, time.Now().UTC().Format(time.RFC3339Nano))
 		return err
 	})
 	if err != nil {
