@@ -9,13 +9,21 @@
 //	sqllock bench                      # lock rates and handoff beside raw SQL
 //
 // Every command takes --dsn: postgres://user:pass@host:port/db?sslmode=...
-// (or the pgx keyword form "host=... dbname=..."), mysql://user:pass@host:port/db
-// (or the go-sql-driver form user:pass@tcp(host:port)/db), or sqlite://path.
-// SQLLOCK_DSN is the default. Without either, the command uses an embedded
-// SQLite file in --data-dir (default: a sqllock folder in the temporary
-// directory), migrated on first use, so it runs with no server at all. A
+// (or the pgx keyword form "host=... dbname=..."), mysql://user:pass@host:port/db?params
+// (or the go-sql-driver form user:pass@tcp(host:port)/db, user:pass@/db for
+// 127.0.0.1:3306), or sqlite://path. In a URL, reserved characters in the
+// user name and password are percent-encoded (@ as %40, # as %23); the
+// query's parameters all reach the driver. A sqlite:// path is taken as
+// written, '#' and '%' included; it takes no ?parameters (the command sets
+// its own). SQLLOCK_DSN is the default. Without either, the command uses
+// an embedded SQLite file in --data-dir (default: a sqllock folder in the
+// temporary directory), migrated on first use, so it runs with no server
+// at all. A
 // database named by --dsn is never migrated behind the operator's back:
 // commands other than migrate refuse it until `sqllock migrate up` has run.
+//
+// No output shows a password: errors show the DSN masked from the start to
+// its last '@' and at every password= value, whether or not it parses.
 //
 // Exit codes, for scripts:
 //

@@ -608,3 +608,53 @@ func TestBench(t *testing.T) {
 		})
 	}
 }
+
+// heldToken runs `hold KEY` briefly and returns the token it was given.
+func heldToken(t *testing.T, args ...string) int64 {
+	t.Helper()
+	r := sqllockCmd(t, append([]string{"hold", "k", "--for", "1ms"}, args...)...)
+	r.want(t, 0, "held")
+	var key string
+	var token int64
+	if _, err := fmt.Sscanf(r.stdout, "held %q token %d", &key, &token); err != nil {
+		t.Fatalf("hold said %q: %v", r.stdout, err)
+	}
+	return token
+}
+
+// TestDataDirNames: data folders whose names differ only after a '#', by a
+// '%xx' escape or after a '?' are separate databases, with their own files
+// and their own fencing tokens; demo workers in child processes find the
+// same file as their parent.
+func TestDataDirNames(t *testing.T) {
+	root := t.TempDir()
+	for _, pair := range [][2]string{{"team#1", "team#2"}, {"pct%41", "pctA"}, {"q?1", "q?2"}} {
+		a, b := filepath.Join(root, pair[0]), filepath.Join(root, pair[1])
+		first := heldToken(t, "--data-dir", a)
+		heldToken(t, "--data-dir", a)
+		if other := heldToken(t, "--data-dir", b); other != first {
+			t.Errorf("--data-dir %s: first token %d, and %d in %s: the two share a database", pair[1], other, first, pair[0])
+		}
+		for _, dir := range []string{a, b} {
+			if _, err := os.Stat(filepath.Join(dir, "sqllock.db")); err != nil {
+				t.Errorf("no database file in %s: %v", dir, err)
+			}
+		}
+	}
+	var names []string
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if want := []string{"pct%41", "pctA", "q?1", "q?2", "team#1", "team#2"}; !slices.Equal(names, want) {
+		t.Errorf("files beside the data folders: %q, want only %q", names, want)
+	}
+	r := sqllockCmd(t, "demo", "stock", "--data-dir", filepath.Join(root, "q?1"), "--strategy", "tablelock", "--procs", "2", "--workers", "2", "--units", "20", "--json")
+	r.want(t, 0)
+	if rep := decode[stockJSON](t, r); len(rep.Results) != 1 || rep.Results[0].Sold != 20 || rep.Results[0].Oversold != 0 {
+		t.Errorf("demo stock in a '?' folder with 2 processes: %+v, want 20 sold, none oversold", rep.Results)
+	}
+}
