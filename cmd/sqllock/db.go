@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -143,8 +144,12 @@ func open(ctx context.Context, t target, mode openMode) (*sql.DB, error) {
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := db.PingContext(pctx); err != nil {
+	if err := whileBusy(pctx, t, db.PingContext); err != nil {
 		db.Close()
+		if isBusy(t, err) {
+			// The file is there and answers: it is not a bad DSN.
+			return nil, fail(exitFailure, "%s stayed busy (another process holds it): %v", t.display, err)
+		}
 		return nil, fail(exitBadDSN, "cannot reach %s: %v", t.display, err)
 	}
 	if mode == anySchema {
@@ -165,20 +170,40 @@ func open(ctx context.Context, t target, mode openMode) (*sql.DB, error) {
 }
 
 // migrateEmbedded migrates the embedded database, retrying while another
-// sqllock process creating the same fresh file holds it busy (SQLite does not
-// always wait out its busy timeout while a file switches to WAL).
+// sqllock process creating the same fresh file holds it busy.
 func migrateEmbedded(ctx context.Context, db *sql.DB, t target) error {
+	return whileBusy(ctx, t, func(ctx context.Context) error { return migrations.Up(ctx, db, t.dialect) })
+}
+
+// busyWait bounds how long whileBusy retries.
+const busyWait = 10 * time.Second
+
+// whileBusy runs fn until it returns anything but a SQLite busy error, for
+// at most busyWait. Processes that start together on a fresh SQLite file
+// meet while one of them creates it and switches it to WAL, and SQLite
+// answers some of them SQLITE_BUSY at once instead of waiting out the busy
+// timeout (where waiting could deadlock: a reader that must become a
+// writer while another writer waits for it to leave); a fresh try a moment
+// later succeeds. On PostgreSQL and MySQL it runs fn once.
+func whileBusy(ctx context.Context, t target, fn func(context.Context) error) error {
+	deadline := time.Now().Add(busyWait)
 	for attempt := 1; ; attempt++ {
-		err := migrations.Up(ctx, db, t.dialect)
-		if err == nil || attempt == 10 || !sqlutil.IsRetryable(err) {
+		err := fn(ctx)
+		if err == nil || !isBusy(t, err) || time.Now().After(deadline) {
 			return err
 		}
+		pause := min(time.Duration(attempt)*10*time.Millisecond, 200*time.Millisecond)
 		select {
-		case <-time.After(time.Duration(attempt) * 50 * time.Millisecond):
+		case <-time.After(pause/2 + rand.N(pause/2+1)):
 		case <-ctx.Done():
 			return err
 		}
 	}
+}
+
+// isBusy reports SQLITE_BUSY or SQLITE_LOCKED from t, a SQLite database.
+func isBusy(t target, err error) bool {
+	return t.dialect == sqllock.SQLite && sqlutil.IsRetryable(err)
 }
 
 // checkMigrated reports an unmigrated database without writing to it:

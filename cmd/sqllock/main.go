@@ -31,7 +31,8 @@
 //	1  the command ran and failed: a database error, a demo that found a
 //	   double sale or a doubled job run, a lock that is not held, a lease lost
 //	2  usage: unknown command or flag, missing argument, release without --force
-//	3  bad DSN: it cannot be parsed, or the database cannot be reached
+//	3  bad DSN: it cannot be parsed, or the database cannot be reached (a
+//	   SQLite file that stays busy is a failure, 1: it was reached)
 //	4  the database is not migrated: run `sqllock migrate up`
 //	5  a strategy the database cannot serve, or not built into this binary
 //

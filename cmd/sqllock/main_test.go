@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -656,5 +657,30 @@ func TestDataDirNames(t *testing.T) {
 	r.want(t, 0)
 	if rep := decode[stockJSON](t, r); len(rep.Results) != 1 || rep.Results[0].Sold != 20 || rep.Results[0].Oversold != 0 {
 		t.Errorf("demo stock in a '?' folder with 2 processes: %+v, want 20 sold, none oversold", rep.Results)
+	}
+}
+
+// TestEmbeddedConcurrentStart: processes started at once on a fresh
+// embedded database all succeed. The first ones create the file and switch
+// it to WAL while the others connect; SQLite answers some of them busy at
+// once, without waiting out its busy timeout.
+func TestEmbeddedConcurrentStart(t *testing.T) {
+	const rounds, procs = 6, 40
+	for round := range rounds {
+		dir := filepath.Join(t.TempDir(), "fresh")
+		var wg sync.WaitGroup
+		results := make([]result, procs)
+		for i := range procs {
+			wg.Go(func() { results[i] = sqllockCmd(t, "locks", "--data-dir", dir) })
+		}
+		wg.Wait()
+		for i, r := range results {
+			if r.code != 0 {
+				t.Errorf("round %d, process %d: exit %d: %s", round, i, r.code, r.stderr)
+			}
+		}
+		if t.Failed() {
+			return
+		}
 	}
 }
