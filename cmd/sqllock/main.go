@@ -2,7 +2,8 @@
 //
 //	sqllock demo stock                 # workers buy from a stock through each strategy
 //	sqllock demo job                   # replicas run one scheduled job, once a period
-//	sqllock migrate up|down|status     # the embedded goose migrations
+//	sqllock migrate up|status          # the embedded goose migrations
+//	sqllock migrate down --force       # roll back the newest (--all: every one)
 //	sqllock locks                      # held locks and taken jobs
 //	sqllock locks release KEY --force  # free a lock whoever holds it
 //	sqllock hold KEY                   # hold a lock until interrupted or lost
@@ -30,7 +31,8 @@
 //	0  success
 //	1  the command ran and failed: a database error, a demo that found a
 //	   double sale or a doubled job run, a lock that is not held, a lease lost
-//	2  usage: unknown command or flag, missing argument, release without --force
+//	2  usage: unknown command or flag, missing argument, locks release or
+//	   migrate down without --force (which then say what they would do)
 //	3  bad DSN: it cannot be parsed, or the database cannot be reached (a
 //	   SQLite file that stays busy is a failure, 1: it was reached)
 //	4  the database is not migrated: run `sqllock migrate up`
@@ -94,8 +96,10 @@ const usage = `usage: sqllock <command> [flags]
 commands:
   demo stock        N workers buy from M units through each strategy
   demo job          replicas run one scheduled job through jobguard
-  migrate up|down|status
-                    apply, roll back or list the embedded migrations
+  migrate up|status apply or list the embedded migrations
+  migrate down --force [--all]
+                    roll back the newest migration (--all: every one); it
+                    drops tables, and without --force says which
   locks             list held locks and taken jobs
   locks release KEY --force
                     free a lock whoever holds it (--job for a job)

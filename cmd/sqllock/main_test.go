@@ -236,9 +236,9 @@ func TestMigrate(t *testing.T) {
 		sqllockCmd(t, "locks", "--dsn", d.dsn).want(t, 0, "no locks held")
 
 		// One step down leaves the database behind the binary: refused.
-		sqllockCmd(t, "migrate", "down", "--dsn", d.dsn).want(t, 0, "rolled back")
+		sqllockCmd(t, "migrate", "down", "--force", "--dsn", d.dsn).want(t, 0, "rolled back")
 		sqllockCmd(t, "locks", "--dsn", d.dsn).want(t, exitNotMigrated, "pending migrations")
-		sqllockCmd(t, "migrate", "down", "--all", "--dsn", d.dsn).want(t, 0, "rolled back 00001_sqllock.sql")
+		sqllockCmd(t, "migrate", "down", "--all", "--force", "--dsn", d.dsn).want(t, 0, "rolled back 00001_sqllock.sql")
 		// Only goose's version table is left.
 		if n := d.tables(t); n != 1 {
 			t.Errorf("%d tables after down --all, want only the version table", n)
@@ -683,4 +683,28 @@ func TestEmbeddedConcurrentStart(t *testing.T) {
 			return
 		}
 	}
+}
+
+// TestMigrateDownNeedsForce: migrate down drops the fence table and (with
+// --all) the fencing sequence, so it refuses without --force, says what it
+// would drop and what that costs, and changes nothing.
+func TestMigrateDownNeedsForce(t *testing.T) {
+	forEachDB(t, func(t *testing.T, d dbTarget) {
+		sqllockCmd(t, "migrate", "up", "--dsn", d.dsn).want(t, 0)
+		before := d.tables(t)
+		last := "sqllock_fence_tokens"
+		sqllockCmd(t, "migrate", "down", "--dsn", d.dsn).want(t, exitUsage, "--force", "00005_fence.sql", last, "stale")
+		drops := []string{"--force", "--all", "sqllock_locks", "sqllock_versions", "sqllock_jobs", last, "restart", "stale"}
+		if d.dialect == sqllock.SQLite {
+			drops = append(drops, "sqllock_fence")
+		} else {
+			drops = append(drops, "sqllock_rows", "sequence sqllock_fence_seq")
+		}
+		sqllockCmd(t, "migrate", "down", "--all", "--dsn", d.dsn).want(t, exitUsage, drops...)
+		if n := d.tables(t); n != before {
+			t.Fatalf("%d tables after refused downs, want the %d there were", n, before)
+		}
+		sqllockCmd(t, "migrate", "status", "--dsn", d.dsn).want(t, 0, "up to date")
+		sqllockCmd(t, "migrate", "down", "--force", "--dsn", d.dsn).want(t, 0, "rolled back 00005_fence.sql", last)
+	})
 }
