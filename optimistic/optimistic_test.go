@@ -339,6 +339,22 @@ func TestRetry(t *testing.T) {
 	if d := time.Since(begin); d > 30*time.Second {
 		t.Fatalf("Retry slept %v past its deadline", d)
 	}
+	// A policy that retries at once: the context's end still comes with the
+	// last conflict, as with any other policy.
+	cctx, cancel = context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	calls = 0
+	err = optimistic.Retry(cctx, optimistic.PolicyFunc(func(int) (time.Duration, bool) { return 0, true }), func(context.Context) error {
+		calls++
+		return fmt.Errorf("row 7: %w", sqllock.ErrConflict)
+	})
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, sqllock.ErrConflict) || !strings.Contains(err.Error(), "row 7") {
+		t.Fatalf("Retry with no pause past the deadline = %v after %d calls, want the last conflict joined with DeadlineExceeded", err, calls)
+	}
+	// A context that ended before the first attempt has no conflict to join.
+	if err := optimistic.Retry(cctx, nil, func(context.Context) error { return nil }); err != context.DeadlineExceeded {
+		t.Fatalf("Retry on an ended context = %v, want its error alone", err)
+	}
 	// Backoff grows, stays under its cap and is jittered.
 	p := optimistic.ExponentialBackoff(time.Millisecond, 8*time.Millisecond)
 	seen := map[time.Duration]bool{}
