@@ -594,6 +594,57 @@ func TestCounterUneven(t *testing.T) {
 	})
 }
 
+// TestCounterStripeMismatch: a Counter configured with fewer stripes than
+// the table holds for an item cannot reach the others. Once its own are
+// empty, Take reports the mismatch and what to do, where it used to spin
+// forever (Total counted units that Take never tried).
+func TestCounterStripeMismatch(t *testing.T) {
+	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		table := counterTable(t, db)
+		wide, err := optimistic.NewCounter(db.DB, db.Dialect, table, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer wide.Close()
+		if err := wide.Set(ctx, "item", 16); err != nil { // 2 a stripe
+			t.Fatal(err)
+		}
+		narrow, err := optimistic.NewCounter(db.DB, db.Dialect, table, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer narrow.Close()
+		for i := range 4 { // stripes 0 and 1
+			if err := narrow.Take(ctx, "item"); err != nil {
+				t.Fatalf("take %d of the 4 units in the narrow counter's stripes: %v", i+1, err)
+			}
+		}
+		err = narrow.Take(ctx, "item")
+		if !errors.Is(err, sqllock.ErrInvalidOption) || errors.Is(err, optimistic.ErrSoldOut) ||
+			!strings.Contains(err.Error(), "8 stripes") || !strings.Contains(err.Error(), "NewCounter") {
+			t.Fatalf("take beyond the narrow counter's stripes = %v; want ErrInvalidOption naming the 8 stripes and NewCounter", err)
+		}
+		if n, err := wide.Total(ctx, "item"); err != nil || n != 12 {
+			t.Fatalf("total %d, %v; want the 12 units the narrow counter could not reach", n, err)
+		}
+		// Set through the narrow counter spreads the item over its own
+		// stripes: it works again, up to sold out.
+		if err := narrow.Set(ctx, "item", 3); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if err := narrow.Take(ctx, "item"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := narrow.Take(ctx, "item"); !errors.Is(err, optimistic.ErrSoldOut) {
+			t.Fatalf("take after the narrow Set's 3 units = %v, want ErrSoldOut", err)
+		}
+	})
+}
+
 // TestCancelledAcquire: an Acquire whose context has ended fails with both
 // ErrNotAcquired and the context's error, and leaves no connection in use.
 func TestCancelledAcquire(t *testing.T) {
