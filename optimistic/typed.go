@@ -63,7 +63,18 @@ func Store[T any](ctx context.Context, db Execer, t *Table, v *T) error {
 //
 // Pass a *sql.DB (or a *sqlx.DB): each attempt then reads the latest
 // committed row, and callers of one process on one row queue up instead of
-// racing (see WithLocalQueue). Transient database errors (deadlocks,
+// racing (see WithLocalQueue).
+//
+// fn may call Modify on rows of any Table (a transfer between two rows):
+// the nested call never waits for a local queue, whose holder could be its
+// own caller, or a goroutine waiting for its caller's, and races as a
+// writer in another process would. Nested in a Modify of the same row, it
+// writes first, so the caller's write conflicts and fn runs again on the
+// fresh row: make such a write depend on what fn reads, or fn writes again
+// on every attempt until p gives up. fn runs again after any conflict, so
+// nothing it does beyond changing its row should repeat unguarded. A
+// Modify that fn starts on another goroutine is not nested: fn must not
+// wait for it. Transient database errors (deadlocks,
 // serialization failures, SQLite busy, a dropped connection) are retried
 // there too, under the same policy, except a connection lost during the
 // write: the write may have committed with only its reply lost, and running
@@ -95,16 +106,12 @@ func ModifyStats[T any](ctx context.Context, db Querier, t *Table, id any, p Pol
 	// Only a pool runs each statement in its own transaction, so only there
 	// is a statement that failed transiently safe to run again.
 	transientOK := isPoolHandle(db)
-	gate := t.gate(db, id)
 	st, err := RetryStats(ctx, p, func(ctx context.Context) error {
-		if gate != nil {
-			select {
-			case gate <- struct{}{}:
-				defer func() { <-gate }()
-			case <-ctx.Done():
-				return Stop(ctx.Err())
-			}
+		leave, err := t.enterQueue(ctx, db, id)
+		if err != nil {
+			return Stop(err)
 		}
+		defer leave()
 		var v T
 		if err := t.load(ctx, db, m, id, &v); err != nil {
 			err = fmt.Errorf("optimistic: load %s %v: %w", t.name, id, err)
@@ -113,7 +120,7 @@ func ModifyStats[T any](ctx context.Context, db Querier, t *Table, id any, p Pol
 			}
 			return Stop(err)
 		}
-		if err := fn(&v); err != nil {
+		if err := callFn(func() error { return fn(&v) }); err != nil {
 			return Stop(err)
 		}
 		if err := t.store(ctx, db, m, reflect.ValueOf(&v).Elem()); err != nil {
