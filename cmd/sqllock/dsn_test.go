@@ -85,7 +85,7 @@ const secretMark = "SeCrEt"
 // redaction or a string-searching parser shows: raw reserved characters in
 // URL passwords, driver forms the command once did not recognise, keyword
 // forms, query-string passwords, several hosts. All point at 127.0.0.1:1,
-// where nothing listens.
+// where nothing listens, or fail to parse (user:pw@/db is 127.0.0.1:3306).
 var hostileDSNs = []string{
 	"mysql://app:p%" + secretMark + "@127.0.0.1:1/test",
 	"mysql://app:p%zz" + secretMark + "@127.0.0.1:1/test",
@@ -97,8 +97,9 @@ var hostileDSNs = []string{
 	"mysql://app:" + secretMark + "#x@127.0.0.1:1/test",
 	"mysql://app:" + secretMark + "@127.0.0.1:port/test",
 	"mariadb://app:p[" + secretMark + "]@127.0.0.1:1/test",
-	"app:" + secretMark + "@/test",
-	"app:" + secretMark + "@/test?timeout=1s",
+	"app:" + secretMark + "@/test?tls=bogus",
+	"app:" + secretMark + "@/test?timeout=zz",
+	"app:" + secretMark + "@tcp(127.0.0.1:1)/test?timeout=1s",
 	"app:" + secretMark + "@tcp(127.0.0.1:1)/test?timeout=%zz",
 	"app:p/x?timeout=" + secretMark + "@tcp(127.0.0.1:1)",
 	"app:p)" + secretMark + "@tcp(127.0.0.1:1/test",
