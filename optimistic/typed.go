@@ -63,18 +63,7 @@ func Store[T any](ctx context.Context, db Execer, t *Table, v *T) error {
 //
 // Pass a *sql.DB (or a *sqlx.DB): each attempt then reads the latest
 // committed row, and callers of one process on one row queue up instead of
-// racing (see WithLocalQueue).
-//
-// fn may call Modify on rows of any Table (a transfer between two rows):
-// the nested call never waits for a local queue, whose holder could be its
-// own caller, or a goroutine waiting for its caller's, and races as a
-// writer in another process would. Nested in a Modify of the same row, it
-// writes first, so the caller's write conflicts and fn runs again on the
-// fresh row: make such a write depend on what fn reads, or fn writes again
-// on every attempt until p gives up. fn runs again after any conflict, so
-// nothing it does beyond changing its row should repeat unguarded. A
-// Modify that fn starts on another goroutine is not nested: fn must not
-// wait for it. Transient database errors (deadlocks,
+// racing (see WithLocalQueue). Transient database errors (deadlocks,
 // serialization failures, SQLite busy, a dropped connection) are retried
 // there too, under the same policy, except a connection lost during the
 // write: the write may have committed with only its reply lost, and running
@@ -86,6 +75,18 @@ func Store[T any](ctx context.Context, db Execer, t *Table, v *T) error {
 // it; retry the whole transaction instead. Conflicts are still retried there, but inside
 // a REPEATABLE READ or SERIALIZABLE transaction every retry would read the
 // same snapshot and conflict again.
+//
+// fn may call Modify on rows of any Table (a transfer between two rows):
+// the nested call never waits for a local queue, whose holder could be its
+// own caller, or a goroutine waiting for its caller's, and races as a
+// writer in another process would. Nested in a Modify of the same row, it
+// writes first, so the caller's write conflicts and fn runs again on the
+// fresh row: make such a write depend on what fn reads, or fn writes again
+// on every attempt until p gives up. fn runs again after any conflict, so
+// a nested write repeats with it, and the caller's write may still fail
+// after it: for an all-or-nothing transfer, pass both calls one *sql.Tx. A
+// Modify that fn starts on another goroutine is not nested: fn must not
+// wait for it.
 func Modify[T any](ctx context.Context, db Querier, t *Table, id any, p Policy, fn func(*T) error) (T, error) {
 	v, _, err := ModifyStats(ctx, db, t, id, p, fn)
 	return v, err
