@@ -78,7 +78,7 @@ func cmdMigrate(ctx context.Context, args []string, e env) error {
 				if *all {
 					cmd += " --all"
 				}
-				return fail(exitUsage, "%s on %s would roll back %s and drop %s; run it again with --force to go ahead",
+				return fail(exitUsage, "%s on %s would roll back %s and %s; run it again with --force to go ahead",
 					cmd, t.display, listOf(migrationNames(plan)), drops)
 			}
 			var res []*goose.MigrationResult
@@ -91,8 +91,15 @@ func cmdMigrate(ctx context.Context, args []string, e env) error {
 				}
 			}
 			for _, r := range res {
-				objs, _ := downObjects(t.dialect, path.Base(r.Source.Path))
-				fmt.Fprintf(e.stdout, "rolled back %s (%v): dropped %s\n", path.Base(r.Source.Path), r.Duration.Round(1e6), listOf(objs))
+				drops, changes, _ := downObjects(t.dialect, path.Base(r.Source.Path))
+				var did []string
+				if len(drops) > 0 {
+					did = append(did, "dropped "+listOf(drops))
+				}
+				if len(changes) > 0 {
+					did = append(did, "changed "+listOf(changes))
+				}
+				fmt.Fprintf(e.stdout, "rolled back %s (%v): %s\n", path.Base(r.Source.Path), r.Duration.Round(1e6), strings.Join(did, ", "))
 			}
 			if err != nil {
 				return fmt.Errorf("migrate down on %s: %v", t.display, err)
@@ -184,47 +191,68 @@ var dropCosts = []struct{ object, cost string }{
 	{"sqllock_jobs", "jobguard forgets which periods ran, so a job may run again in one"},
 }
 
-// describeDown names what rolling back plan drops, read from the
-// migrations' own Down sections, and what that costs.
+// describeDown says what rolling back plan drops and changes, read from
+// the migrations' own Down sections, and what that costs: "drop table a
+// and sequence b, and change table c: <costs>".
 func describeDown(d sqllock.Dialect, plan []*goose.Source) (string, error) {
-	var objs, costs []string
+	var drops, changes, costs []string
 	for _, s := range plan {
-		o, err := downObjects(d, path.Base(s.Path))
+		dr, ch, err := downObjects(d, path.Base(s.Path))
 		if err != nil {
 			return "", err
 		}
-		objs = append(objs, o...)
+		drops = append(drops, dr...)
+		for _, c := range ch {
+			if !slices.Contains(changes, c) {
+				changes = append(changes, c)
+			}
+		}
 	}
 	for _, c := range dropCosts {
-		for _, o := range objs {
+		for _, o := range drops {
 			if strings.HasSuffix(o, " "+c.object) && !slices.Contains(costs, c.cost) {
 				costs = append(costs, c.cost)
 			}
 		}
 	}
-	return listOf(objs) + ": " + strings.Join(costs, "; "), nil
+	var what []string
+	if len(drops) > 0 {
+		what = append(what, "drop "+listOf(drops))
+	}
+	if len(changes) > 0 {
+		what = append(what, "change "+listOf(changes))
+	}
+	out := strings.Join(what, ", and ")
+	if len(costs) > 0 {
+		out += ": " + strings.Join(costs, "; ")
+	}
+	return out, nil
 }
 
-// downStatement is the one kind of statement sqllock's Down sections hold.
-var downStatement = regexp.MustCompile(`(?is)^DROP\s+(TABLE|SEQUENCE)\s+(?:IF\s+EXISTS\s+)?([A-Za-z0-9_.]+)$`)
+// downStatement and alterStatement are the kinds of statement sqllock's
+// Down sections hold.
+var (
+	downStatement  = regexp.MustCompile(`(?is)^DROP\s+(TABLE|SEQUENCE)\s+(?:IF\s+EXISTS\s+)?([A-Za-z0-9_.]+)$`)
+	alterStatement = regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+([A-Za-z0-9_.]+)\s`)
+)
 
 // downObjects reads the Down section of migration file name and returns
-// what it drops, as "table x" and "sequence y". A statement of another
-// kind is an error: migrate down could not say what it does.
-func downObjects(d sqllock.Dialect, name string) ([]string, error) {
+// what it drops, as "table x" and "sequence y", and the tables it alters
+// (keeping their rows). A statement of another kind is an error: migrate
+// down could not say what it does.
+func downObjects(d sqllock.Dialect, name string) (drops, changes []string, err error) {
 	dir, err := migrations.Dir(d)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	src, err := migrations.FS.ReadFile(dir + "/" + name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	_, down, ok := strings.Cut(string(src), "-- +goose Down")
 	if !ok {
-		return nil, nil
+		return nil, nil, nil
 	}
-	var objs []string
 	for _, stmt := range strings.Split(down, ";") {
 		var lines []string
 		for _, l := range strings.Split(stmt, "\n") {
@@ -235,13 +263,18 @@ func downObjects(d sqllock.Dialect, name string) ([]string, error) {
 		if len(lines) == 0 {
 			continue
 		}
-		m := downStatement.FindStringSubmatch(strings.Join(lines, " "))
-		if m == nil {
-			return nil, fmt.Errorf("migration %s: cannot describe its Down statement %q", name, strings.Join(lines, " "))
+		text := strings.Join(lines, " ")
+		if m := downStatement.FindStringSubmatch(text); m != nil {
+			drops = append(drops, strings.ToLower(m[1])+" "+m[2])
+			continue
 		}
-		objs = append(objs, strings.ToLower(m[1])+" "+m[2])
+		if m := alterStatement.FindStringSubmatch(text); m != nil {
+			changes = append(changes, "table "+m[1])
+			continue
+		}
+		return nil, nil, fmt.Errorf("migration %s: cannot describe its Down statement %q", name, text)
 	}
-	return objs, nil
+	return drops, changes, nil
 }
 
 // listOf joins items as "a, b and c".
