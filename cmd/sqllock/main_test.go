@@ -12,10 +12,12 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"net/url"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -693,7 +695,8 @@ func TestMigrateDownNeedsForce(t *testing.T) {
 		sqllockCmd(t, "migrate", "up", "--dsn", d.dsn).want(t, 0)
 		before := d.tables(t)
 		last := "sqllock_fence_tokens"
-		sqllockCmd(t, "migrate", "down", "--dsn", d.dsn).want(t, exitUsage, "--force", "00005_fence.sql", last, "stale")
+		newest := newestMigration(t, d.dialect)
+		sqllockCmd(t, "migrate", "down", "--dsn", d.dsn).want(t, exitUsage, "--force", newest)
 		drops := []string{"--force", "--all", "sqllock_locks", "sqllock_versions", "sqllock_jobs", last, "restart", "stale"}
 		if d.dialect == sqllock.SQLite {
 			drops = append(drops, "sqllock_fence")
@@ -705,6 +708,20 @@ func TestMigrateDownNeedsForce(t *testing.T) {
 			t.Fatalf("%d tables after refused downs, want the %d there were", n, before)
 		}
 		sqllockCmd(t, "migrate", "status", "--dsn", d.dsn).want(t, 0, "up to date")
-		sqllockCmd(t, "migrate", "down", "--force", "--dsn", d.dsn).want(t, 0, "rolled back 00005_fence.sql", last)
+		sqllockCmd(t, "migrate", "down", "--force", "--dsn", d.dsn).want(t, 0, "rolled back "+newest)
 	})
+}
+
+// newestMigration is the file name of d's last migration.
+func newestMigration(t *testing.T, d sqllock.Dialect) string {
+	t.Helper()
+	dir, err := migrations.Dir(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := fs.Glob(migrations.FS, dir+"/*.sql")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("%v: no migrations (%v)", d, err)
+	}
+	return path.Base(files[len(files)-1])
 }
