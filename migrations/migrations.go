@@ -17,12 +17,12 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
-	"math/rand/v2"
 	"time"
 
 	"github.com/pressly/goose/v3"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/backoff"
 )
 
 // FS holds the migrations: postgres/, mysql/ and sqlite/.
@@ -79,14 +79,12 @@ func Up(ctx context.Context, db *sql.DB, d sqllock.Dialect) error {
 	// SQLite has no session lock: processes migrating one fresh file at
 	// once collide (SQLITE_BUSY, a version row or table already there).
 	// The loser retries and finds the work done.
-	for attempt := 1; err != nil && d == sqllock.SQLite && attempt < 10 && ctx.Err() == nil; attempt++ {
-		t := time.NewTimer(time.Duration(attempt*10+rand.IntN(20)) * time.Millisecond)
-		select {
-		case <-t.C:
-			_, err = p.Up(ctx)
-		case <-ctx.Done():
+	e := backoff.Exp{Min: 10 * time.Millisecond, Max: 200 * time.Millisecond}
+	for attempt := 1; err != nil && d == sqllock.SQLite && attempt < 10; attempt++ {
+		if backoff.Sleep(ctx, e.Next()) != nil {
+			break
 		}
-		t.Stop()
+		_, err = p.Up(ctx)
 	}
 	if err != nil {
 		return fmt.Errorf("migrations: up (%v): %w", d, err)
