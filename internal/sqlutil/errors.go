@@ -169,3 +169,16 @@ func IsConnLoss(err error) bool {
 	var str safeToRetry
 	return errors.As(err, &str) && str.SafeToRetry()
 }
+
+// NeverSent reports whether err promises that the failed request never
+// reached the server, so running it again cannot run it twice:
+// driver.ErrBadConn (database/sql's contract: a driver returns it only
+// before anything was sent) or pgconn's SafeToRetry. A lost connection
+// without that promise leaves a write in doubt.
+func NeverSent(err error) bool {
+	if errors.Is(err, driver.ErrBadConn) {
+		return true
+	}
+	var str safeToRetry
+	return errors.As(err, &str) && str.SafeToRetry()
+}

@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"testing"
 
@@ -96,5 +97,33 @@ func TestClassifySQLiteBusy(t *testing.T) {
 	}
 	if IsConnLoss(err) || IsDeadlock(err) {
 		t.Fatalf("SQLITE_BUSY %v classified as a lost connection or a deadlock", err)
+	}
+}
+
+// safeErr stands for pgconn's errors that carry SafeToRetry (their types
+// are unexported): the method is all NeverSent reads.
+type safeErr bool
+
+func (e safeErr) Error() string     { return "write failed" }
+func (e safeErr) SafeToRetry() bool { return bool(e) }
+
+func TestNeverSent(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"bad conn", driver.ErrBadConn, true},
+		{"wrapped bad conn", fmt.Errorf("load: %w", driver.ErrBadConn), true},
+		{"pgconn safe to retry", fmt.Errorf("store: %w", safeErr(true)), true},
+		{"pgconn not safe", safeErr(false), false},
+		{"unexpected EOF", io.ErrUnexpectedEOF, false},
+		{"mysql invalid connection", mysql.ErrInvalidConn, false},
+		{"pg connection failure", &pgconn.PgError{Code: "08006"}, false},
+		{"nil", nil, false},
+	} {
+		if got := NeverSent(tc.err); got != tc.want {
+			t.Errorf("%s: NeverSent(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
+		}
 	}
 }
