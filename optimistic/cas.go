@@ -2,7 +2,6 @@ package optimistic
 
 import (
 	"context"
-	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -14,21 +13,6 @@ import (
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/sqlutil"
 )
-
-// Execer runs a statement. *sql.DB, *sql.Tx, *sql.Conn and the sqlx types
-// wrapping them all satisfy it.
-type Execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
-// Querier reads and writes. *sql.DB, *sql.Tx, *sql.Conn, *sqlx.DB, *sqlx.Tx
-// and *sqlx.Conn all satisfy it. It asks for QueryContext rather than
-// QueryRowContext because sqlx's StructScan needs the result's column names,
-// which *sql.Row does not expose.
-type Querier interface {
-	Execer
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
 
 // Table describes a table whose rows carry an integer version column. It
 // builds the compare-and-swap statements for it; it holds no connection, so
@@ -130,7 +114,7 @@ func (t *Table) Name() string { return t.name }
 
 // Check reads no rows but makes the database resolve the table and both
 // columns, so a missing version column is reported before any write.
-func (t *Table) Check(ctx context.Context, db Querier) error {
+func (t *Table) Check(ctx context.Context, db sqllock.Querier) error {
 	q := "SELECT " + t.qID + ", " + t.qVer + " FROM " + t.qName + " WHERE 1 = 0"
 	rows, err := db.QueryContext(ctx, q)
 	if err == nil {
@@ -158,7 +142,7 @@ type Set struct {
 //
 // On a *sql.DB or *sqlx.DB the statement is prepared once per Table and
 // connection, so MySQL does not pay a server-side prepare on every call.
-func (t *Table) Update(ctx context.Context, db Execer, id any, version int64, sets ...Set) (int64, error) {
+func (t *Table) Update(ctx context.Context, db sqllock.Execer, id any, version int64, sets ...Set) (int64, error) {
 	if len(sets) == 0 {
 		return 0, fmt.Errorf("optimistic: update %s %v: %w: nothing to set", t.name, id, sqllock.ErrInvalidOption)
 	}

@@ -8,9 +8,10 @@
 // caller read, bumps it by one in the same statement, and reports
 // [github.com/sqllock/sqllock.ErrConflict] when no row matched. The row lock
 // the UPDATE takes makes the compare and the swap one atomic step on
-// PostgreSQL, MariaDB and SQLite alike. It runs on any [Execer]: *sql.DB,
-// *sql.Tx, *sql.Conn and the sqlx types that wrap them. Table, key and
-// version names are validated and quoted; values are always parameters.
+// PostgreSQL, MariaDB and SQLite alike. It runs on any
+// [github.com/sqllock/sqllock.Execer]: *sql.DB, *sql.Tx, *sql.Conn and the
+// sqlx types that wrap them. Table, key and version names are validated and
+// quoted; values are always parameters.
 //
 // [Retry] runs a function until it succeeds, under a [Policy]: a one-method,
 // stateless backoff ([ExponentialBackoff] with jitter, bounded by
@@ -30,8 +31,10 @@
 // `db` tag, else the lower-cased field name, embedded structs flattened; a
 // *sqlx.DB, *sqlx.Tx or *sqlx.Conn brings its own mapper) and rows are read
 // with sqlx's StructScan, so a struct already used with sqlx works
-// unchanged. The helpers need only QueryContext and ExecContext, so they
-// take *sql.DB, *sql.Tx and *sql.Conn as well as the sqlx handles.
+// unchanged. The helpers take a [github.com/sqllock/sqllock.Querier]
+// (QueryContext and ExecContext: StructScan needs the result's column
+// names, which *sql.Row does not expose), so *sql.DB, *sql.Tx and
+// *sql.Conn serve as well as the sqlx handles.
 //
 // # When optimistic beats rowlock, and when it collapses
 //

@@ -205,14 +205,14 @@ func (s *Lease) Release(ctx context.Context) error {
 // ReleaseTx is Release run inside the caller's transaction, so the work and
 // the version check commit or roll back together: when it returns an error
 // matching sqllock.ErrLockLost, roll back. ctx is used as given.
-func (s *Lease) ReleaseTx(ctx context.Context, tx Execer) error {
+func (s *Lease) ReleaseTx(ctx context.Context, tx sqllock.Execer) error {
 	if tx == nil {
 		return fmt.Errorf("optimistic: release %q: %w: nil transaction", s.key, sqllock.ErrInvalidOption)
 	}
 	return s.release(ctx, tx)
 }
 
-func (s *Lease) release(ctx context.Context, e Execer) error {
+func (s *Lease) release(ctx context.Context, e sqllock.Execer) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {

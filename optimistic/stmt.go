@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/sqllock/sqllock"
 )
 
 // stmtCache prepares each statement once per *sql.DB (a *sqlx.DB counts as
@@ -52,7 +54,7 @@ func pool(e any) *sql.DB {
 	return nil
 }
 
-func (c *stmtCache) exec(ctx context.Context, e Execer, q string, args ...any) (sql.Result, error) {
+func (c *stmtCache) exec(ctx context.Context, e sqllock.Execer, q string, args ...any) (sql.Result, error) {
 	if db := pool(e); db != nil {
 		st, err := c.get(ctx, db, q)
 		if err != nil {
@@ -63,7 +65,7 @@ func (c *stmtCache) exec(ctx context.Context, e Execer, q string, args ...any) (
 	return e.ExecContext(ctx, q, args...)
 }
 
-func (c *stmtCache) query(ctx context.Context, e Querier, q string, args ...any) (*sql.Rows, error) {
+func (c *stmtCache) query(ctx context.Context, e sqllock.Querier, q string, args ...any) (*sql.Rows, error) {
 	if db := pool(e); db != nil {
 		st, err := c.get(ctx, db, q)
 		if err != nil {

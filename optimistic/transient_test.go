@@ -25,7 +25,7 @@ import (
 // with the errors it is given, and passes everything else to the real
 // database.
 type flaky struct {
-	optimistic.Querier
+	sqllock.Querier
 	readErr, writeErr     error
 	failReads, failWrites atomic.Int32 // how many more to fail
 	reads, writes         atomic.Int32 // calls seen, failed ones included

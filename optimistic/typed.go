@@ -3,13 +3,11 @@ package optimistic
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"reflect"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jmoiron/sqlx"
 	"github.com/jmoiron/sqlx/reflectx"
 
@@ -25,7 +23,7 @@ import (
 // have fields for the key and the version column; every other mapped field
 // must be a column of t. A missing row is an error matching
 // [database/sql.ErrNoRows].
-func Load[T any](ctx context.Context, db Querier, t *Table, id any) (T, error) {
+func Load[T any](ctx context.Context, db sqllock.Querier, t *Table, id any) (T, error) {
 	var v T
 	m, err := mappingOf[T](t, db)
 	if err != nil {
@@ -42,7 +40,7 @@ func Load[T any](ctx context.Context, db Querier, t *Table, id any) (T, error) {
 // only if the row's version still equals v's version field, and then sets
 // that field to the new version. A moved version is an error matching
 // sqllock.ErrConflict, and *v is left as it was.
-func Store[T any](ctx context.Context, db Execer, t *Table, v *T) error {
+func Store[T any](ctx context.Context, db sqllock.Execer, t *Table, v *T) error {
 	m, err := mappingOf[T](t, db)
 	if err != nil {
 		return fmt.Errorf("optimistic: store %s: %w", t.name, err)
@@ -87,7 +85,7 @@ func Store[T any](ctx context.Context, db Execer, t *Table, v *T) error {
 // after it: for an all-or-nothing transfer, pass both calls one *sql.Tx. A
 // Modify that fn starts on another goroutine is not nested: fn must not
 // wait for it.
-func Modify[T any](ctx context.Context, db Querier, t *Table, id any, p Policy, fn func(*T) error) (T, error) {
+func Modify[T any](ctx context.Context, db sqllock.Querier, t *Table, id any, p Policy, fn func(*T) error) (T, error) {
 	v, _, err := ModifyStats(ctx, db, t, id, p, fn)
 	return v, err
 }
@@ -95,7 +93,7 @@ func Modify[T any](ctx context.Context, db Querier, t *Table, id any, p Policy, 
 // ModifyStats is Modify, and also reports the attempts it made, on failure
 // as well as on success (see Stats). An attempt is one read, one call of fn
 // and one write.
-func ModifyStats[T any](ctx context.Context, db Querier, t *Table, id any, p Policy, fn func(*T) error) (T, Stats, error) {
+func ModifyStats[T any](ctx context.Context, db sqllock.Querier, t *Table, id any, p Policy, fn func(*T) error) (T, Stats, error) {
 	var out T
 	if fn == nil {
 		return out, Stats{}, fmt.Errorf("optimistic: modify %s %v: %w: nil function", t.name, id, sqllock.ErrInvalidOption)
@@ -137,16 +135,15 @@ func ModifyStats[T any](ctx context.Context, db Querier, t *Table, id any, p Pol
 }
 
 // writeInDoubt reports a connection lost while a write may have reached
-// the server. Only driver.ErrBadConn and pgconn's SafeToRetry promise that
-// nothing was sent.
+// the server.
 func writeInDoubt(err error) bool {
-	return sqlutil.IsConnLoss(err) && !errors.Is(err, driver.ErrBadConn) && !pgconn.SafeToRetry(err)
+	return sqlutil.IsConnLoss(err) && !sqlutil.NeverSent(err)
 }
 
 // load reads the row into dest, a pointer to m's struct type, with sqlx's
 // StructScan. The columns are aliased to their mapped names: SQLite does not
 // promise the name of an unaliased result column.
-func (t *Table) load(ctx context.Context, db Querier, m *mapping, id, dest any) error {
+func (t *Table) load(ctx context.Context, db sqllock.Querier, m *mapping, id, dest any) error {
 	rows, err := t.stmts.query(ctx, db, m.query, id)
 	if err != nil {
 		return err
@@ -167,7 +164,7 @@ func (t *Table) load(ctx context.Context, db Querier, m *mapping, id, dest any) 
 
 // store writes rv, an addressable struct of m's type, with the version
 // check and sets its version field to the new version.
-func (t *Table) store(ctx context.Context, db Execer, m *mapping, rv reflect.Value) error {
+func (t *Table) store(ctx context.Context, db sqllock.Execer, m *mapping, rv reflect.Value) error {
 	value := func(c column) (reflect.Value, error) {
 		// reflectx.FieldByIndexesReadOnly would panic on a nil embedded
 		// pointer, and FieldByIndexes would change *v before the write.
