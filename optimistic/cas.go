@@ -6,26 +6,28 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/stmtcache"
 )
 
 // Table describes a table whose rows carry an integer version column. It
 // builds the compare-and-swap statements for it; it holds no connection, so
 // one Table serves any handle, a transaction included.
 type Table struct {
-	d                 sqllock.Dialect
+	st                store
 	name, id, version string   // as given, for errors
 	qName, qID, qVer  string   // quoted
 	updates           sync.Map // column list -> UPDATE text
 	mappings          sync.Map // mappingKey -> *mapping or error
-	stmts             stmtCache
-	localQueue        bool
-	queues            rowQueues // Modify's in-process queues, one per row
+	// stmts is replaced, not closed for good, by Close: a Table is a
+	// description, usable after Close.
+	stmts      atomic.Pointer[stmtcache.Cache]
+	localQueue bool
+	queues     rowQueues // Modify's in-process queues, one per row
 }
 
 // TableOption configures a Table.
@@ -67,18 +69,22 @@ func isPoolHandle(db any) bool {
 // schema-qualified), its key column and its version column. It does not
 // touch the database; Check does.
 func NewTable(d sqllock.Dialect, table, idColumn, versionColumn string, opts ...TableOption) (*Table, error) {
-	t := &Table{d: d, name: table, id: idColumn, version: versionColumn, localQueue: true}
+	st, err := storeFor(d)
+	if err != nil {
+		return nil, fmt.Errorf("optimistic: table: %w", err)
+	}
+	t := &Table{st: st, name: table, id: idColumn, version: versionColumn, localQueue: true}
+	t.stmts.Store(new(stmtcache.Cache))
 	for _, o := range opts {
 		o(t)
 	}
-	var err error
-	if t.qName, err = sqlutil.QuoteIdent(d, table); err != nil {
+	if t.qName, err = st.quote(table); err != nil {
 		return nil, fmt.Errorf("optimistic: table: %w", err)
 	}
-	if t.qID, err = quoteColumn(d, idColumn); err != nil {
+	if t.qID, err = quoteColumn(st, idColumn); err != nil {
 		return nil, fmt.Errorf("optimistic: table %s: key column: %w", table, err)
 	}
-	if t.qVer, err = quoteColumn(d, versionColumn); err != nil {
+	if t.qVer, err = quoteColumn(st, versionColumn); err != nil {
 		return nil, fmt.Errorf("optimistic: table %s: version column: %w", table, err)
 	}
 	if strings.EqualFold(idColumn, versionColumn) {
@@ -87,26 +93,22 @@ func NewTable(d sqllock.Dialect, table, idColumn, versionColumn string, opts ...
 	return t, nil
 }
 
-// quoteColumn quotes a bare column name: no schema dot allowed. On SQLite
-// the quotes are backticks: SQLite reads a double-quoted name that matches
-// no column as a string literal, so a misspelt version column would compare
-// a constant and report a conflict forever instead of failing.
-func quoteColumn(d sqllock.Dialect, name string) (string, error) {
+// quoteColumn quotes a bare column name: no schema dot allowed.
+func quoteColumn(st store, name string) (string, error) {
 	if name == "" {
 		return "", fmt.Errorf("%w: empty column name", sqllock.ErrInvalidOption)
 	}
 	if strings.Contains(name, ".") {
 		return "", fmt.Errorf("%w: column %q must not be qualified", sqllock.ErrInvalidOption, name)
 	}
-	return sqlutil.QuoteIdent(d, name)
+	return st.quote(name)
 }
 
 // Close closes the statements t prepared on *sql.DB and *sqlx.DB handles.
 // It never closes a handle. A Table is usable after Close; it prepares
 // again.
 func (t *Table) Close() error {
-	t.stmts.close()
-	return nil
+	return t.stmts.Swap(new(stmtcache.Cache)).Close()
 }
 
 // Name is the table name as given to NewTable.
@@ -160,7 +162,7 @@ func (t *Table) Update(ctx context.Context, db sqllock.Execer, id any, version i
 		return 0, fmt.Errorf("optimistic: update %s %v: %w", t.name, id, err)
 	}
 	args = append(args, id, version)
-	res, err := t.stmts.exec(ctx, db, q, args...)
+	res, err := exec(ctx, t.stmts.Load(), db, q, args...)
 	if err != nil {
 		return 0, fmt.Errorf("optimistic: update %s %v: %w", t.name, id, err)
 	}
@@ -188,7 +190,7 @@ func (t *Table) updateQuery(cols []string) (string, error) {
 	var b strings.Builder
 	b.WriteString("UPDATE " + t.qName + " SET ")
 	for i, c := range cols {
-		qc, err := quoteColumn(t.d, c)
+		qc, err := quoteColumn(t.st, c)
 		if err != nil {
 			return "", err
 		}
@@ -216,14 +218,4 @@ func firstDup(cols []string) string {
 }
 
 // ph is the i-th (1-based) placeholder.
-func (t *Table) ph(i int) string { return placeholder(t.d, i) }
-
-func placeholder(d sqllock.Dialect, i int) string {
-	switch d {
-	case sqllock.Postgres:
-		return "$" + strconv.Itoa(i)
-	case sqllock.SQLite:
-		return "?" + strconv.Itoa(i)
-	}
-	return "?"
-}
+func (t *Table) ph(i int) string { return t.st.ph(i) }

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/stmtcache"
 )
 
 // ErrSoldOut: every stripe of a counter's item is at zero.
@@ -29,36 +29,37 @@ const MaxStripes = 64
 // a stripe can never go below zero and no version column is needed.
 type Counter struct {
 	db      *sql.DB
-	d       sqllock.Dialect
 	name    string
 	stripes int
 	q       counterQueries
-	stmts   stmtCache
+	stmts   stmtcache.Cache
 	// empty remembers, per item, the stripes this process last found at
 	// zero (a bitmask). It only orders the search; a take still tries every
 	// stripe before reporting ErrSoldOut.
 	empty sync.Map // item -> *atomic.Uint64
 }
 
-type counterQueries struct {
-	take, total, clear, insert, left string
-}
-
 // CounterSchema returns the CREATE TABLE statement for a Counter's table in
 // dialect d: columns item, stripe and qty, keyed by (item, stripe).
 func CounterSchema(d sqllock.Dialect, table string) (string, error) {
-	t, err := sqlutil.QuoteIdent(d, table)
+	st, t, err := counterTable(d, table)
 	if err != nil {
-		return "", fmt.Errorf("optimistic: counter table: %w", err)
+		return "", err
 	}
-	switch d {
-	case sqllock.Postgres:
-		return `CREATE TABLE ` + t + ` (item varchar(255) NOT NULL, stripe integer NOT NULL, qty bigint NOT NULL, PRIMARY KEY (item, stripe))`, nil
-	case sqllock.MySQL:
-		return `CREATE TABLE ` + t + ` (item varbinary(255) NOT NULL, stripe int NOT NULL, qty bigint NOT NULL, PRIMARY KEY (item, stripe)) ENGINE=InnoDB`, nil
-	default:
-		return `CREATE TABLE ` + t + ` (item TEXT NOT NULL, stripe INTEGER NOT NULL, qty INTEGER NOT NULL, PRIMARY KEY (item, stripe))`, nil
+	return st.counterSchema(t), nil
+}
+
+// counterTable returns d's store and table, quoted.
+func counterTable(d sqllock.Dialect, table string) (store, string, error) {
+	st, err := storeFor(d)
+	if err != nil {
+		return nil, "", fmt.Errorf("optimistic: counter: %w", err)
 	}
+	t, err := st.quote(table)
+	if err != nil {
+		return nil, "", fmt.Errorf("optimistic: counter table: %w", err)
+	}
+	return st, t, nil
 }
 
 // NewCounter returns a Counter over table (created with CounterSchema) that
@@ -73,26 +74,17 @@ func NewCounter(db *sql.DB, d sqllock.Dialect, table string, stripes int) (*Coun
 	if stripes < 1 || stripes > MaxStripes {
 		return nil, fmt.Errorf("optimistic: counter %s: %w: %d stripes, want 1 to %d", table, sqllock.ErrInvalidOption, stripes, MaxStripes)
 	}
-	t, err := sqlutil.QuoteIdent(d, table)
+	st, t, err := counterTable(d, table)
 	if err != nil {
-		return nil, fmt.Errorf("optimistic: counter table: %w", err)
+		return nil, err
 	}
-	p := func(i int) string { return placeholder(d, i) }
-	c := &Counter{db: db, d: d, name: table, stripes: stripes}
-	c.q.take = `UPDATE ` + t + ` SET qty = qty - 1 WHERE item = ` + p(1) + ` AND stripe = ` + p(2) + ` AND qty > 0`
-	c.q.total = `SELECT COALESCE(SUM(qty), 0) FROM ` + t + ` WHERE item = ` + p(1)
-	c.q.left = `SELECT COALESCE(SUM(qty), 0), COUNT(*) FROM ` + t + ` WHERE item = ` + p(1)
-	c.q.clear = `DELETE FROM ` + t + ` WHERE item = ` + p(1)
-	c.q.insert = `INSERT INTO ` + t + ` (item, stripe, qty) VALUES (` + p(1) + `, ` + p(2) + `, ` + p(3) + `)`
-	return c, nil
+	return &Counter{db: db, name: table, stripes: stripes, q: st.counter(t)}, nil
 }
 
 // Close closes the Counter's prepared statements; it never closes the
-// *sql.DB.
-func (c *Counter) Close() error {
-	c.stmts.close()
-	return nil
-}
+// *sql.DB. A Counter still works after Close, preparing each statement for
+// its one use.
+func (c *Counter) Close() error { return c.stmts.Close() }
 
 // Stripes is the number of rows each item is spread over.
 func (c *Counter) Stripes() int { return c.stripes }
@@ -134,7 +126,7 @@ func (c *Counter) Set(ctx context.Context, item string, total int64) error {
 // Total returns item's stock: the sum of its stripes in one read.
 func (c *Counter) Total(ctx context.Context, item string) (int64, error) {
 	var n int64
-	if err := c.stmts.queryRow(ctx, c.db, c.q.total, item).Scan(&n); err != nil {
+	if err := c.stmts.QueryRow(ctx, c.db, c.q.total, []any{item}, &n); err != nil {
 		return 0, fmt.Errorf("optimistic: counter %s: total %q: %w", c.name, item, err)
 	}
 	return n, nil
@@ -166,7 +158,7 @@ func (c *Counter) Take(ctx context.Context, item string) error {
 			}
 		}
 		for _, s := range order {
-			res, err := c.stmts.exec(ctx, c.db, c.q.take, item, s)
+			res, err := c.stmts.Exec(ctx, c.db, c.q.take, item, s)
 			if err != nil {
 				return fmt.Errorf("optimistic: counter %s: take %q: %w", c.name, item, err)
 			}
@@ -180,7 +172,7 @@ func (c *Counter) Take(ctx context.Context, item string) error {
 			hint.Or(1 << s)
 		}
 		var total, rows int64
-		if err := c.stmts.queryRow(ctx, c.db, c.q.left, item).Scan(&total, &rows); err != nil {
+		if err := c.stmts.QueryRow(ctx, c.db, c.q.left, []any{item}, &total, &rows); err != nil {
 			return fmt.Errorf("optimistic: counter %s: take %q: %w", c.name, item, err)
 		}
 		if total <= 0 {

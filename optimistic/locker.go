@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/stmtcache"
 )
 
 var _ sqllock.Locker = (*Locker)(nil)
@@ -40,18 +40,9 @@ func WithTable(name string) Option {
 // package documentation. It is safe for concurrent use.
 type Locker struct {
 	db    *sql.DB
-	d     sqllock.Dialect
 	table string
-	q     lockerQueries
-	stmts stmtCache
-}
-
-type lockerQueries struct {
-	stamp   string // key -> version (PostgreSQL, MySQL)
-	fence   string // SQLite: bump the fence row, returning the new value
-	put     string // SQLite: key, version
-	release string // key, version: negate when still ours
-	read    string // key -> version
+	vs    versionStore
+	stmts stmtcache.Cache
 }
 
 // New returns a Locker over db for dialect d, using the version table of the
@@ -67,45 +58,20 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
 			return nil, fmt.Errorf("optimistic: %w", err)
 		}
 	}
-	t, err := sqlutil.QuoteIdent(d, cfg.table)
+	st, err := storeFor(d)
+	if err != nil {
+		return nil, fmt.Errorf("optimistic: %w", err)
+	}
+	t, err := st.quote(cfg.table)
 	if err != nil {
 		return nil, fmt.Errorf("optimistic: table: %w", err)
 	}
-	l := &Locker{db: db, d: d, table: cfg.table}
-	// A re-stamp draws its version in the SET clause, which runs under the
-	// row lock: a later stamp of a key always gets a larger token, even if
-	// another statement drew from the sequence earlier and committed later.
-	switch d {
-	case sqllock.Postgres:
-		l.q.stamp = `INSERT INTO ` + t + ` AS t (lock_key, version) VALUES ($1, nextval('sqllock_fence_seq'))
-ON CONFLICT (lock_key) DO UPDATE SET version = nextval('sqllock_fence_seq') RETURNING t.version`
-		l.q.release = `UPDATE ` + t + ` SET version = -version WHERE lock_key = $1 AND version = $2`
-		l.q.read = `SELECT version FROM ` + t + ` WHERE lock_key = $1`
-	case sqllock.MySQL:
-		l.q.stamp = `INSERT INTO ` + t + ` (lock_key, version) VALUES (?, NEXTVAL(sqllock_fence_seq))
-ON DUPLICATE KEY UPDATE version = NEXTVAL(sqllock_fence_seq) RETURNING version`
-		l.q.release = `UPDATE ` + t + ` SET version = -version WHERE lock_key = ? AND version = ?`
-		l.q.read = `SELECT version FROM ` + t + ` WHERE lock_key = ?`
-	case sqllock.SQLite:
-		// One writer at a time: the fence bump and the stamp share a
-		// transaction, so nobody sees one without the other.
-		l.q.fence = `UPDATE sqllock_fence SET value = value + 1 WHERE id = 1 RETURNING value`
-		l.q.put = `INSERT INTO ` + t + ` (lock_key, version) VALUES (?1, ?2)
-ON CONFLICT (lock_key) DO UPDATE SET version = excluded.version`
-		l.q.release = `UPDATE ` + t + ` SET version = -version WHERE lock_key = ?1 AND version = ?2`
-		l.q.read = `SELECT version FROM ` + t + ` WHERE lock_key = ?1`
-	default:
-		return nil, fmt.Errorf("optimistic: %w: dialect %v", sqllock.ErrUnsupported, d)
-	}
-	return l, nil
+	return &Locker{db: db, table: cfg.table, vs: st.versions(t)}, nil
 }
 
 // Close closes the Locker's prepared statements. It never closes the
 // *sql.DB; leases already handed out can still be released.
-func (l *Locker) Close() error {
-	l.stmts.close()
-	return nil
-}
+func (l *Locker) Close() error { return l.stmts.Close() }
 
 // Acquire stamps key with a fresh version from the shared fencing sequence
 // and returns a lease whose Token is that version. It never waits for
@@ -125,7 +91,7 @@ func (l *Locker) acquire(ctx context.Context, key string) (*Lease, error) {
 	if err := sqllock.ValidateKey(key); err != nil {
 		return nil, fmt.Errorf("optimistic: acquire %q: %w", key, err)
 	}
-	v, err := l.stamp(ctx, key)
+	v, err := l.vs.stamp(ctx, &l.stmts, l.db, key)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, errors.Join(fmt.Errorf("optimistic: acquire %q: %w", key, sqllock.ErrNotAcquired), ctx.Err())
@@ -133,26 +99,6 @@ func (l *Locker) acquire(ctx context.Context, key string) (*Lease, error) {
 		return nil, fmt.Errorf("optimistic: acquire %q: %w", key, err)
 	}
 	return &Lease{l: l, key: key, token: v, done: make(chan struct{})}, nil
-}
-
-func (l *Locker) stamp(ctx context.Context, key string) (int64, error) {
-	var v int64
-	if l.d != sqllock.SQLite {
-		err := l.stmts.queryRow(ctx, l.db, l.q.stamp, key).Scan(&v)
-		return v, err
-	}
-	tx, err := l.db.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, err
-	}
-	defer tx.Rollback()
-	if err := tx.QueryRowContext(ctx, l.q.fence).Scan(&v); err != nil {
-		return 0, err
-	}
-	if _, err := tx.ExecContext(ctx, l.q.put, key, v); err != nil {
-		return 0, err
-	}
-	return v, tx.Commit()
 }
 
 // Lease is one stamp of a key. Its Token is the version the stamp wrote;
@@ -218,15 +164,11 @@ func (s *Lease) release(ctx context.Context, e sqllock.Execer) error {
 	if s.err != nil {
 		return s.endedErr("release")
 	}
-	res, err := s.l.stmts.exec(ctx, e, s.l.q.release, s.key, s.token)
+	ok, err := s.l.vs.release(ctx, &s.l.stmts, e, s.key, s.token)
 	if err != nil {
 		return fmt.Errorf("optimistic: release %q: %w", s.key, err)
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("optimistic: release %q: %w", s.key, err)
-	}
-	if n == 0 {
+	if !ok {
 		s.end(fmt.Errorf("optimistic: release %q: version moved from %d: %w", s.key, s.token, sqllock.ErrLockLost))
 		s.reported = true
 		return s.err
@@ -244,8 +186,8 @@ func (s *Lease) Check(ctx context.Context) error {
 	if s.err != nil {
 		return s.endedErr("check")
 	}
-	var v int64
-	if err := s.l.stmts.queryRow(ctx, s.l.db, s.l.q.read, s.key).Scan(&v); err != nil && !errors.Is(err, sql.ErrNoRows) {
+	v, err := s.l.vs.read(ctx, &s.l.stmts, s.l.db, s.key)
+	if err != nil {
 		return fmt.Errorf("optimistic: check %q: %w", s.key, err)
 	}
 	if v != s.token {

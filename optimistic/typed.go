@@ -144,7 +144,7 @@ func writeInDoubt(err error) bool {
 // StructScan. The columns are aliased to their mapped names: SQLite does not
 // promise the name of an unaliased result column.
 func (t *Table) load(ctx context.Context, db sqllock.Querier, m *mapping, id, dest any) error {
-	rows, err := t.stmts.query(ctx, db, m.query, id)
+	rows, err := query(ctx, t.stmts.Load(), db, m.query, id)
 	if err != nil {
 		return err
 	}
@@ -294,7 +294,7 @@ fields:
 			return nil, fmt.Errorf("%w: %v maps column %q twice", sqllock.ErrInvalidOption, typ, fi.Path)
 		}
 		seen[lc] = true
-		q, err := quoteColumn(t.d, fi.Path)
+		q, err := quoteColumn(t.st, fi.Path)
 		if err != nil {
 			return nil, fmt.Errorf("%v field %s: %w", typ, fi.Field.Name, err)
 		}

@@ -1,0 +1,28 @@
+package optimistic
+
+import "github.com/sqllock/sqllock"
+
+func init() {
+	register(sqllock.MySQL, mysqlStore{syntax{dialect: sqllock.MySQL, mark: "?"}})
+}
+
+// mysqlStore: backquoted names, ? parameters. The stamp needs MariaDB
+// (SEQUENCE, INSERT ... RETURNING).
+type mysqlStore struct{ syntax }
+
+// The version is drawn in the ON DUPLICATE KEY assignment, under the row
+// lock, as on PostgreSQL.
+func (mysqlStore) versions(t string) versionStore {
+	return versionSQL{
+		stampQuery: `INSERT INTO ` + t + ` (lock_key, version) VALUES (?, NEXTVAL(sqllock_fence_seq))
+ON DUPLICATE KEY UPDATE version = NEXTVAL(sqllock_fence_seq) RETURNING version`,
+		releaseQuery: `UPDATE ` + t + ` SET version = -version WHERE lock_key = ? AND version = ?`,
+		readQuery:    `SELECT version FROM ` + t + ` WHERE lock_key = ?`,
+	}
+}
+
+// varbinary: items compare byte for byte, not by a collation that ignores
+// case and trailing spaces.
+func (mysqlStore) counterSchema(t string) string {
+	return `CREATE TABLE ` + t + ` (item varbinary(255) NOT NULL, stripe int NOT NULL, qty bigint NOT NULL, PRIMARY KEY (item, stripe)) ENGINE=InnoDB`
+}
