@@ -98,4 +98,27 @@
 //
 // Use the Locker to learn that two runs overlapped (and roll one back); use
 // tablelock, rowlock or advisory when the second run must not start.
+//
+// # Close
+//
+// A [Locker] is an [io.Closer], and [Locker.Close] means what it means in
+// every strategy of this module:
+//
+//   - Acquisitions after Close are refused with an error matching
+//     [github.com/sqllock/sqllock.ErrClosed] that names the key. (Nothing
+//     can be blocked in Acquire here: it never waits.)
+//   - Every lease the Locker handed out that is still live ends as lost:
+//     Done is closed and Err matches
+//     [github.com/sqllock/sqllock.ErrLockLost] with the cause "the Locker
+//     was closed". Their first Release returns that loss, later ones
+//     [github.com/sqllock/sqllock.ErrReleased]. Lost, not released: no
+//     version check vouched for the holder's work, and
+//     [github.com/sqllock/sqllock.Do] cancels it. Nothing is freed in the
+//     database: a stamp holds nothing that others wait for, and the next
+//     Acquire of the key stamps over it.
+//   - The Locker's prepared statements are closed.
+//   - The *sql.DB is the caller's: Close never closes it.
+//
+// Close is idempotent: later calls return nil. [Table.Close] and
+// [Counter.Close] close their prepared statements only; both stay usable.
 package optimistic

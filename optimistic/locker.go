@@ -5,21 +5,22 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
-	"time"
+	"sync/atomic"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/lease"
 	"github.com/sqllock/sqllock/internal/stmtcache"
 )
 
-var _ sqllock.Locker = (*Locker)(nil)
+var (
+	_ sqllock.Locker = (*Locker)(nil)
+	_ io.Closer      = (*Locker)(nil)
+)
 
 // DefaultTable is the version table the shipped migrations create.
 const DefaultTable = "sqllock_versions"
-
-// releaseTimeout bounds Release, which runs detached from the caller's
-// context so that a deferred Release still reaches the database.
-const releaseTimeout = 5 * time.Second
 
 // Option configures a Locker.
 type Option func(*config) error
@@ -37,12 +38,17 @@ func WithTable(name string) Option {
 }
 
 // Locker detects conflicting work on a key; it does not exclude it. See the
-// package documentation. It is safe for concurrent use.
+// package documentation. It is safe for concurrent use. Close ends what it
+// handed out (see the package doc).
 type Locker struct {
 	db    *sql.DB
 	table string
 	vs    versionStore
 	stmts stmtcache.Cache
+
+	closed atomic.Bool // set under mu
+	mu     sync.Mutex
+	live   map[*Lease]struct{} // leases handed out and not ended by Release or Check
 }
 
 // New returns a Locker over db for dialect d, using the version table of the
@@ -66,12 +72,29 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("optimistic: table: %w", err)
 	}
-	return &Locker{db: db, table: cfg.table, vs: st.versions(t)}, nil
+	return &Locker{db: db, table: cfg.table, vs: st.versions(t), live: make(map[*Lease]struct{})}, nil
 }
 
-// Close closes the Locker's prepared statements. It never closes the
-// *sql.DB; leases already handed out can still be released.
-func (l *Locker) Close() error { return l.stmts.Close() }
+// Close ends the Locker, as the package doc says: it refuses later
+// acquisitions with sqllock.ErrClosed, ends every lease it handed out that
+// is still live as lost, and closes its prepared statements. Nothing is
+// freed in the database: an optimistic lease holds nothing there that
+// others wait for. Close never closes the *sql.DB; later calls return nil.
+func (l *Locker) Close() error {
+	l.mu.Lock()
+	if l.closed.Load() {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed.Store(true)
+	live := l.live
+	l.live = nil
+	l.mu.Unlock()
+	for s := range live {
+		s.base.Lose(s.base.Lost("the Locker was closed"))
+	}
+	return l.stmts.Close()
+}
 
 // Acquire stamps key with a fresh version from the shared fencing sequence
 // and returns a lease whose Token is that version. It never waits for
@@ -91,6 +114,9 @@ func (l *Locker) acquire(ctx context.Context, key string) (*Lease, error) {
 	if err := sqllock.ValidateKey(key); err != nil {
 		return nil, fmt.Errorf("optimistic: acquire %q: %w", key, err)
 	}
+	if l.closed.Load() {
+		return nil, closedErr(key)
+	}
 	v, err := l.vs.stamp(ctx, &l.stmts, l.db, key)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -98,43 +124,56 @@ func (l *Locker) acquire(ctx context.Context, key string) (*Lease, error) {
 		}
 		return nil, fmt.Errorf("optimistic: acquire %q: %w", key, err)
 	}
-	return &Lease{l: l, key: key, token: v, done: make(chan struct{})}, nil
+	s := &Lease{l: l}
+	s.base.Init("optimistic", key, v)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		// Closed during the stamp. The stamp stays: like any stamp it only
+		// makes earlier leases of key stale.
+		return nil, closedErr(key)
+	}
+	l.live[s] = struct{}{}
+	return s, nil
+}
+
+func closedErr(key string) error {
+	return fmt.Errorf("optimistic: acquire %q: %w", key, sqllock.ErrClosed)
+}
+
+// forget drops s from the leases Close would end: it has ended.
+func (l *Locker) forget(s *Lease) {
+	l.mu.Lock()
+	delete(l.live, s)
+	l.mu.Unlock()
 }
 
 // Lease is one stamp of a key. Its Token is the version the stamp wrote;
 // the lease stays valid while the key's version is still that token.
 type Lease struct {
-	l     *Locker
-	key   string
-	token int64
-
-	mu       sync.Mutex
-	err      error // nil while held
-	reported bool  // a loss was returned by Release already
-	done     chan struct{}
+	base lease.Base
+	l    *Locker
 }
 
 var _ sqllock.Lease = (*Lease)(nil)
 
 // Key is the key the lease stamped.
-func (s *Lease) Key() string { return s.key }
+func (s *Lease) Key() string { return s.base.Key() }
 
 // Token is the version the lease stamped: a fencing token from the shared
 // sequence, larger than any earlier stamp of the key.
-func (s *Lease) Token() int64 { return s.token }
+func (s *Lease) Token() int64 { return s.base.Token() }
 
-// Done is closed when the lease ends: by Release or ReleaseTx, or when
-// Release, ReleaseTx or Check find the version moved. Nothing watches the
-// key in between; a stale lease is found out when it next asks.
-func (s *Lease) Done() <-chan struct{} { return s.done }
+// Done is closed when the lease ends: by Release or ReleaseTx, when
+// Release, ReleaseTx or Check find the version moved, or when the Locker is
+// closed. Nothing watches the key in between; a stale lease is found out
+// when it next asks.
+func (s *Lease) Done() <-chan struct{} { return s.base.Done() }
 
 // Err is nil while the lease is held, matches sqllock.ErrLockLost once it
-// was found stale and sqllock.ErrReleased after a release.
-func (s *Lease) Err() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
-}
+// was found stale or its Locker was closed, and sqllock.ErrReleased after a
+// release.
+func (s *Lease) Err() error { return s.base.Err() }
 
 // Release is the compare-and-swap: it ends the lease if the key's version is
 // still its token, and otherwise reports sqllock.ErrLockLost, meaning that
@@ -143,37 +182,39 @@ func (s *Lease) Err() error {
 // ctx's cancellation, with its own timeout, so a deferred Release after a
 // cancelled request still reaches the database.
 func (s *Lease) Release(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-	defer cancel()
-	return s.release(ctx, s.l.db)
+	return s.base.Release(ctx, func(ctx context.Context, lost error) error {
+		return s.free(ctx, s.l.db, lost)
+	})
 }
 
 // ReleaseTx is Release run inside the caller's transaction, so the work and
 // the version check commit or roll back together: when it returns an error
-// matching sqllock.ErrLockLost, roll back. ctx is used as given.
+// matching sqllock.ErrLockLost, roll back. ctx is used as given. Either
+// way the lease has ended when it returns.
 func (s *Lease) ReleaseTx(ctx context.Context, tx sqllock.Execer) error {
 	if tx == nil {
-		return fmt.Errorf("optimistic: release %q: %w: nil transaction", s.key, sqllock.ErrInvalidOption)
+		return fmt.Errorf("optimistic: release %q: %w: nil transaction", s.base.Key(), sqllock.ErrInvalidOption)
 	}
-	return s.release(ctx, tx)
+	return s.base.ReleaseIn(ctx, "release", func(ctx context.Context, lost error) error {
+		return s.free(ctx, tx, lost)
+	})
 }
 
-func (s *Lease) release(ctx context.Context, e sqllock.Execer) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.err != nil {
-		return s.endedErr("release")
+// free is Release's own work: the version check, on e.
+func (s *Lease) free(ctx context.Context, e sqllock.Execer, lost error) error {
+	s.l.forget(s)
+	if lost != nil {
+		return nil // found stale, or the Locker closed: nothing to give back
 	}
-	ok, err := s.l.vs.release(ctx, &s.l.stmts, e, s.key, s.token)
+	ok, err := s.l.vs.release(ctx, &s.l.stmts, e, s.base.Key(), s.base.Token())
 	if err != nil {
-		return fmt.Errorf("optimistic: release %q: %w", s.key, err)
+		return fmt.Errorf("optimistic: release %q: %w", s.base.Key(), err)
 	}
 	if !ok {
-		s.end(fmt.Errorf("optimistic: release %q: version moved from %d: %w", s.key, s.token, sqllock.ErrLockLost))
-		s.reported = true
-		return s.err
+		loss := s.base.Lost("the version moved: another Acquire stamped the key")
+		s.base.End(loss)
+		return loss
 	}
-	s.end(fmt.Errorf("optimistic: %q: %w", s.key, sqllock.ErrReleased))
 	return nil
 }
 
@@ -181,33 +222,31 @@ func (s *Lease) release(ctx context.Context, e sqllock.Execer) error {
 // lease) if another Acquire stamped it since. Call it before a step that
 // cannot be undone; it narrows the window but does not close it.
 func (s *Lease) Check(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.err != nil {
-		return s.endedErr("check")
+	if s.base.Err() != nil {
+		return s.ended()
 	}
-	v, err := s.l.vs.read(ctx, &s.l.stmts, s.l.db, s.key)
+	v, err := s.l.vs.read(ctx, &s.l.stmts, s.l.db, s.base.Key())
 	if err != nil {
-		return fmt.Errorf("optimistic: check %q: %w", s.key, err)
+		return fmt.Errorf("optimistic: check %q: %w", s.base.Key(), err)
 	}
-	if v != s.token {
-		s.end(fmt.Errorf("optimistic: check %q: version moved from %d to %d: %w", s.key, s.token, v, sqllock.ErrLockLost))
-		return s.err
+	if v == s.base.Token() {
+		return nil
 	}
-	return nil
+	loss := s.base.Lost(fmt.Sprintf("the version moved to %d: another Acquire stamped the key", v))
+	if !s.base.Lose(loss) {
+		// Released (its own release may be what moved the version) or
+		// lost meanwhile.
+		return s.ended()
+	}
+	s.l.forget(s)
+	return loss
 }
 
-// endedErr is the answer of a lease that already ended: the loss the first
-// time it is reported through Release, ErrReleased after that.
-func (s *Lease) endedErr(op string) error {
-	if errors.Is(s.err, sqllock.ErrLockLost) && (op != "release" || !s.reported) {
-		s.reported = s.reported || op == "release"
-		return s.err
+// ended is Check's answer for a lease that has ended, or is being
+// released: its loss, or an error matching sqllock.ErrReleased.
+func (s *Lease) ended() error {
+	if err := s.base.Err(); errors.Is(err, sqllock.ErrLockLost) {
+		return err
 	}
-	return fmt.Errorf("optimistic: %s %q: %w", op, s.key, sqllock.ErrReleased)
-}
-
-func (s *Lease) end(err error) {
-	s.err = err
-	close(s.done)
+	return s.base.Released("check")
 }
