@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/backoff"
 	"github.com/sqllock/sqllock/internal/sqlutil"
 )
 
@@ -61,11 +61,7 @@ func (e expBackoff) Backoff(attempt int) (time.Duration, bool) {
 	for i := 1; i < attempt && d < e.max; i++ {
 		d *= 2
 	}
-	d = min(d, e.max)
-	if d <= 1 {
-		return d, true
-	}
-	return d/2 + rand.N(d/2+1), true
+	return backoff.Jitter(min(d, e.max)), true
 }
 
 func (e expBackoff) validate() error {
@@ -164,7 +160,6 @@ func RetryStats(ctx context.Context, p Policy, fn func(ctx context.Context) erro
 	if err := validatePolicy(p); err != nil {
 		return st, fmt.Errorf("optimistic: retry: %w", err)
 	}
-	var timer *time.Timer
 	var last error // the failed attempt before this one
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
@@ -194,19 +189,8 @@ func RetryStats(ctx context.Context, p Policy, fn func(ctx context.Context) erro
 			return st, fmt.Errorf("optimistic: gave up after %d attempts: %w", attempt, err)
 		}
 		last = err
-		if pause <= 0 {
-			continue
-		}
-		if timer == nil {
-			timer = time.NewTimer(pause)
-			defer timer.Stop()
-		} else {
-			timer.Reset(pause)
-		}
-		select {
-		case <-ctx.Done():
+		if backoff.Sleep(ctx, pause) != nil {
 			return st, errors.Join(err, ctx.Err())
-		case <-timer.C:
 		}
 	}
 }
