@@ -152,3 +152,51 @@ func oneRow(res sql.Result) error {
 	}
 	return err
 }
+
+// BenchmarkLocker stamps and releases keys through one Locker: serially,
+// and from 4 goroutines per CPU on keys of their own (the Locker's own
+// bookkeeping is all they share).
+func BenchmarkLocker(b *testing.B) {
+	for _, d := range testdb.Dialects {
+		b.Run(d.String(), func(b *testing.B) {
+			db := testdb.Fresh(b, d, 8)
+			l, err := optimistic.New(db.DB, d)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { l.Close() })
+			ctx := context.Background()
+			var n atomic.Int64
+			cycle := func(key string) error {
+				lease, err := l.Acquire(ctx, key)
+				if err != nil {
+					return err
+				}
+				return lease.Release(ctx)
+			}
+			b.Run("serial", func(b *testing.B) {
+				key := fmt.Sprintf("bench/%d", n.Add(1))
+				for b.Loop() {
+					if err := cycle(key); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			if d == sqllock.SQLite {
+				return // one writer at a time: parallel stamps only add busy waits
+			}
+			b.Run("parallel", func(b *testing.B) {
+				b.SetParallelism(4)
+				b.RunParallel(func(pb *testing.PB) {
+					key := fmt.Sprintf("bench/%d", n.Add(1))
+					for pb.Next() {
+						if err := cycle(key); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			})
+		})
+	}
+}
