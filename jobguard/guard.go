@@ -191,12 +191,6 @@ func (g *Guard) TryAcquire(ctx context.Context, job Job) (*Lease, error) {
 // nothing and returns an error matching sqllock.ErrNotHeld that names the
 // run holding it now.
 func (g *Guard) ForceRelease(ctx context.Context, name string, token int64) (bool, error) {
-	if err := sqllock.ValidateKey(name); err != nil {
-		return false, fmt.Errorf("jobguard: force release %q: %w", name, err)
-	}
-	if token <= 0 {
-		return false, fmt.Errorf("jobguard: force release %q: %w: token %d names no run (tokens start at 1)", name, sqllock.ErrInvalidOption, token)
-	}
 	freed, err := g.tbl.ForceRelease(ctx, name, token)
 	if err != nil {
 		return false, fmt.Errorf("jobguard: force release %q: %w", name, err)

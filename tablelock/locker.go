@@ -311,12 +311,6 @@ func (l *Locker) ReleaseKey(ctx context.Context, key string) error {
 // another token), it frees nothing and returns an error matching
 // sqllock.ErrNotHeld that names the holder now.
 func (l *Locker) ForceRelease(ctx context.Context, key string, token int64) (bool, error) {
-	if err := sqllock.ValidateKey(key); err != nil {
-		return false, fmt.Errorf("tablelock: force release %q: %w", key, err)
-	}
-	if token <= 0 {
-		return false, fmt.Errorf("tablelock: force release %q: %w: token %d names no holder (tokens start at 1)", key, sqllock.ErrInvalidOption, token)
-	}
 	freed, err := l.tbl.ForceRelease(ctx, key, token)
 	if err != nil {
 		return false, fmt.Errorf("tablelock: force release %q: %w", key, err)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/rowlease"
-	"github.com/sqllock/sqllock/internal/sqlutil"
 )
 
 // Schema returns the DDL of a lock table named table for d: the table the
@@ -31,12 +30,8 @@ func Schema(d sqllock.Dialect, table string) (string, error) {
 // CreateTable creates a lock table named table for use with WithTable. Run
 // migrations.Up first: the fencing sequence comes from there.
 func CreateTable(ctx context.Context, db *sql.DB, d sqllock.Dialect, table string) error {
-	ddl, err := Schema(d, table)
-	if err != nil {
-		return err
-	}
-	if err := sqlutil.ExecScript(ctx, db, ddl); err != nil {
-		return fmt.Errorf("tablelock: create table %s: %w", table, err)
+	if err := rowlease.CreateTable(ctx, db, d, table); err != nil {
+		return fmt.Errorf("tablelock: %w", err)
 	}
 	return nil
 }

@@ -103,7 +103,20 @@ func Schema(d sqllock.Dialect, table string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return st.schema(), nil
+	return st.sql().ddl, nil
+}
+
+// CreateTable creates a lock table named table for d (see Schema). The
+// fencing sequence comes from the migrations alone.
+func CreateTable(ctx context.Context, db *sql.DB, d sqllock.Dialect, table string) error {
+	ddl, err := Schema(d, table)
+	if err != nil {
+		return err
+	}
+	if err := sqlutil.ExecScript(ctx, db, ddl); err != nil {
+		return fmt.Errorf("create table %s: %w", table, err)
+	}
+	return nil
 }
 
 // Close waits for the give-backs of detached takes and closes the prepared
@@ -281,8 +294,15 @@ func (t *Table) ReleaseOwner(ctx context.Context, key, owner string) (bool, erro
 // operator's action on a holder that List showed. It reports whether it
 // freed the key: false with a nil error when key is not held. When another
 // holder has key now, it frees nothing and returns an error matching
-// sqllock.ErrNotHeld that names that holder.
+// sqllock.ErrNotHeld that names that holder. An invalid key or a token
+// below 1 is refused before any statement.
 func (t *Table) ForceRelease(ctx context.Context, key string, token int64) (bool, error) {
+	if err := sqllock.ValidateKey(key); err != nil {
+		return false, err
+	}
+	if token <= 0 {
+		return false, fmt.Errorf("%w: token %d names no holder (tokens start at 1)", sqllock.ErrInvalidOption, token)
+	}
 	n, err := t.st.forceRelease(ctx, t.h, key, token)
 	if err != nil {
 		return false, err
@@ -292,7 +312,7 @@ func (t *Table) ForceRelease(ctx context.Context, key string, token int64) (bool
 	}
 	var current int64
 	var owner, host string
-	err = t.h.queryRow(ctx, t.st.holderQuery(), []any{key}, &current, &owner, &host)
+	err = t.h.queryRow(ctx, t.st.sql().holder, []any{key}, &current, &owner, &host)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return false, nil
@@ -317,7 +337,7 @@ type Info struct {
 
 // List returns the rows held now, by key.
 func (t *Table) List(ctx context.Context) ([]Info, error) {
-	rows, err := t.h.stmts.Query(ctx, t.h.DB, t.st.listQuery())
+	rows, err := t.h.stmts.Query(ctx, t.h.DB, t.st.sql().list)
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/rowlease"
-	"github.com/sqllock/sqllock/internal/sqlutil"
 	"github.com/sqllock/sqllock/internal/testdb"
 )
 
@@ -21,11 +20,7 @@ func TestMain(m *testing.M) { testdb.VerifyNoLeaks(m) }
 func table(t *testing.T, db *testdb.DB, cfg rowlease.Config) *rowlease.Table {
 	t.Helper()
 	cfg.Table = fmt.Sprintf("rl_test_%x", rand.Uint64())
-	ddl, err := rowlease.Schema(db.Dialect, cfg.Table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sqlutil.ExecScript(context.Background(), db.DB, ddl); err != nil {
+	if err := rowlease.CreateTable(context.Background(), db.DB, db.Dialect, cfg.Table); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Exec("DROP TABLE " + cfg.Table) })

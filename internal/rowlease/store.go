@@ -33,16 +33,24 @@ type store interface {
 	// reap deletes at most batch rows expired for longer than grace; it
 	// returns how many.
 	reap(ctx context.Context, db *sql.DB, grace time.Duration, batch int) (int64, error)
-	// holderQuery takes a key and returns (token, owner, host) of its live
-	// holder, or no row.
-	holderQuery() string
-	// listQuery returns (lock_key, owner, host, hold_count, token,
-	// acquired_at, expires_at, µs since acquired_at) of every live row, by
-	// key.
-	listQuery() string
-	// schema is the DDL of the table.
-	schema() string
+	// sql returns the statement texts the rest of the package runs itself.
+	sql() *statements
 }
+
+// statements are the texts of a store's statements, each read the same
+// way in every dialect. A store keeps those it runs itself beside them.
+type statements struct {
+	// holder takes a key and returns (token, owner, host) of its live
+	// holder, or no row.
+	holder string
+	// list returns (lock_key, owner, host, hold_count, token, acquired_at,
+	// expires_at, µs since acquired_at) of every live row, by key.
+	list string
+	// ddl creates the table.
+	ddl string
+}
+
+func (s *statements) sql() *statements { return s }
 
 // names are a table's names as its statements use them.
 type names struct {
@@ -93,6 +101,16 @@ func (h handle) queryRow(ctx context.Context, q string, args []any, dest ...any)
 
 // micros is d in whole microseconds, the unit every statement takes.
 func micros(d time.Duration) int64 { return d.Microseconds() }
+
+// execReap runs q, a DELETE taking (grace µs, batch), unprepared, and
+// returns the rows it deleted.
+func execReap(ctx context.Context, db *sql.DB, q string, grace time.Duration, batch int) (int64, error) {
+	res, err := db.ExecContext(ctx, q, micros(grace), batch)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
 
 // remaining turns the microseconds a statement reports left on a holder's
 // row into a duration, never negative.

@@ -14,9 +14,8 @@ func init() { register(sqllock.MySQL, newMySQL) }
 // (INSERT ... RETURNING), whose owner says who won, tokens from
 // sqllock_fence_seq, and positional arguments.
 type mysqlStore struct {
-	q struct {
-		take, renew, release, releaseOwner, forceRelease, reap, holder, list, ddl string
-	}
+	statements
+	q struct{ take, renew, release, releaseOwner, forceRelease, reap string }
 }
 
 func newMySQL(n names, _ Config) store {
@@ -57,13 +56,13 @@ WHERE lock_key = ? AND owner = ? AND expires_at > ` + now
 	s.q.forceRelease = `UPDATE ` + pk + ` SET hold_count = 0, owner = '', expires_at = ` + now + `
 WHERE lock_key = ? AND token = ? AND expires_at > ` + now
 	s.q.reap = `DELETE FROM ` + t + ` WHERE expires_at < ` + now + ` - INTERVAL ? MICROSECOND ORDER BY expires_at LIMIT ?`
-	s.q.holder = `SELECT token, owner, host FROM ` + t + ` WHERE lock_key = ? AND expires_at > ` + now
-	s.q.list = `SELECT lock_key, owner, host, hold_count, token, acquired_at, expires_at,
+	s.holder = `SELECT token, owner, host FROM ` + t + ` WHERE lock_key = ? AND expires_at > ` + now
+	s.list = `SELECT lock_key, owner, host, hold_count, token, acquired_at, expires_at,
 	TIMESTAMPDIFF(MICROSECOND, acquired_at, ` + now + `)
 FROM ` + t + ` WHERE expires_at > ` + now + ` ORDER BY lock_key`
 	// varbinary: keys and owners compare byte for byte, not by a collation
 	// that ignores case and trailing spaces.
-	s.q.ddl = `CREATE TABLE ` + t + ` (
+	s.ddl = `CREATE TABLE ` + t + ` (
     lock_key    varbinary(255) NOT NULL PRIMARY KEY,
     owner       varbinary(64)  NOT NULL,
     host        varchar(255)   NOT NULL,
@@ -105,13 +104,5 @@ func (s *mysqlStore) forceRelease(ctx context.Context, h handle, key string, tok
 }
 
 func (s *mysqlStore) reap(ctx context.Context, db *sql.DB, grace time.Duration, batch int) (int64, error) {
-	res, err := db.ExecContext(ctx, s.q.reap, micros(grace), batch)
-	if err != nil {
-		return 0, err
-	}
-	return res.RowsAffected()
+	return execReap(ctx, db, s.q.reap, grace, batch)
 }
-
-func (s *mysqlStore) holderQuery() string { return s.q.holder }
-func (s *mysqlStore) listQuery() string   { return s.q.list }
-func (s *mysqlStore) schema() string      { return s.q.ddl }

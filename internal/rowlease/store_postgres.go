@@ -18,9 +18,8 @@ func init() { register(sqllock.Postgres, newPostgres) }
 // same statement, tokens from sqllock_fence_seq, and NOTIFY on the table's
 // channel in the statements that free a key.
 type postgresStore struct {
-	q struct {
-		take, renew, release, releaseOwner, forceRelease, reap, holder, list, ddl string
-	}
+	statements
+	q        struct{ take, renew, release, releaseOwner, forceRelease, reap string }
 	channel  string
 	announce bool // Config.Notify
 }
@@ -86,11 +85,11 @@ WHERE lock_key = $1 AND owner = $2 AND token = $3 AND expires_at > now()`
 	RETURNING lock_key, owner
 )
 SELECT count(*), ` + notified + ` FROM d`
-	s.q.holder = `SELECT token, owner, host FROM ` + t + ` WHERE lock_key = $1 AND expires_at > now()`
-	s.q.list = `SELECT lock_key, owner, host, hold_count, token, acquired_at, expires_at,
+	s.holder = `SELECT token, owner, host FROM ` + t + ` WHERE lock_key = $1 AND expires_at > now()`
+	s.list = `SELECT lock_key, owner, host, hold_count, token, acquired_at, expires_at,
 	(extract(epoch FROM now() - acquired_at) * 1000000)::bigint
 FROM ` + t + ` WHERE expires_at > now() ORDER BY lock_key`
-	s.q.ddl = `CREATE TABLE ` + t + ` (
+	s.ddl = `CREATE TABLE ` + t + ` (
     lock_key    varchar(255) NOT NULL PRIMARY KEY,
     owner       varchar(64)  NOT NULL,
     host        varchar(255) NOT NULL,
@@ -164,10 +163,6 @@ func (s *postgresStore) reap(ctx context.Context, db *sql.DB, grace time.Duratio
 	err := db.QueryRowContext(ctx, s.q.reap, args...).Scan(&n, &notified)
 	return n, err
 }
-
-func (s *postgresStore) holderQuery() string { return s.q.holder }
-func (s *postgresStore) listQuery() string   { return s.q.list }
-func (s *postgresStore) schema() string      { return s.q.ddl }
 
 // listen holds one session of db that LISTENs on the table's channel and
 // calls wake with each key announced, until ctx ends or the session fails.

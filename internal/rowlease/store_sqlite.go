@@ -19,9 +19,8 @@ const sqliteNow = `CAST(unixepoch('subsec') * 1000000 AS INTEGER)`
 // the transaction that takes the key; one writer at a time, so pollers
 // read before they write.
 type sqliteStore struct {
-	q struct {
-		take, holder, fence, renew, release, releaseOwner, forceRelease, reap, live, list, ddl string
-	}
+	statements
+	q struct{ take, peek, fence, renew, release, releaseOwner, forceRelease, reap string }
 }
 
 func newSQLite(n names, _ Config) store {
@@ -41,7 +40,7 @@ ON CONFLICT (lock_key) DO UPDATE SET
 	host        = excluded.host
 WHERE t.expires_at <= ` + now + ` OR t.owner = excluded.owner
 RETURNING token, hold_count`
-	s.q.holder = `SELECT owner, token, hold_count, host, expires_at - ` + now + ` FROM ` + t + ` WHERE lock_key = ?1`
+	s.q.peek = `SELECT owner, token, hold_count, host, expires_at - ` + now + ` FROM ` + t + ` WHERE lock_key = ?1`
 	s.q.fence = `UPDATE sqllock_fence SET value = MAX(value, ?1) WHERE id = 1`
 	s.q.renew = `UPDATE ` + t + ` SET expires_at = ` + now + ` + ?4
 WHERE lock_key = ?1 AND owner = ?2 AND token = ?3 AND expires_at > ` + now
@@ -57,12 +56,12 @@ WHERE lock_key = ?1 AND owner = ?2 AND expires_at > ` + now
 WHERE lock_key = ?1 AND token = ?2 AND expires_at > ` + now
 	s.q.reap = `DELETE FROM ` + t + ` WHERE lock_key IN (
 	SELECT lock_key FROM ` + t + ` WHERE expires_at < ` + now + ` - ?1 LIMIT ?2)`
-	s.q.live = `SELECT token, owner, host FROM ` + t + ` WHERE lock_key = ?1 AND expires_at > ` + now
-	s.q.list = `SELECT lock_key, owner, host, hold_count, token, acquired_at, expires_at,
+	s.holder = `SELECT token, owner, host FROM ` + t + ` WHERE lock_key = ?1 AND expires_at > ` + now
+	s.list = `SELECT lock_key, owner, host, hold_count, token, acquired_at, expires_at,
 	` + now + ` - acquired_at
 FROM ` + t + ` WHERE expires_at > ` + now + ` ORDER BY lock_key`
 	// Timestamps are microseconds since the Unix epoch.
-	s.q.ddl = `CREATE TABLE ` + t + ` (
+	s.ddl = `CREATE TABLE ` + t + ` (
     lock_key    TEXT    NOT NULL PRIMARY KEY,
     owner       TEXT    NOT NULL,
     host        TEXT    NOT NULL,
@@ -79,19 +78,19 @@ CREATE INDEX ` + n.index + ` ON ` + t + ` (expires_at);`
 // Its statements are prepared once (per connection, by database/sql):
 // parsing them on every call cost more than running them.
 func (s *sqliteStore) take(ctx context.Context, h handle, c Claim) (a Attempt, err error) {
-	sts, put, err := h.stmts.StmtAll(ctx, h.DB, s.q.holder, s.q.take, s.q.fence)
+	sts, put, err := h.stmts.StmtAll(ctx, h.DB, s.q.peek, s.q.take, s.q.fence)
 	if err != nil {
 		return a, err
 	}
 	defer put()
-	holderSt, takeSt, fenceSt := sts[0], sts[1], sts[2]
+	peekSt, takeSt, fenceSt := sts[0], sts[1], sts[2]
 	var holder string
 	var left int64
 	if !c.ExpectFree {
 		// A read first: in WAL mode it takes no lock, so waiters polling a
 		// held key do not queue for the single write lock ahead of the
 		// holder's renewals and release.
-		err = holderSt.QueryRowContext(ctx, c.Key).Scan(&holder, &a.Token, &a.Holds, &a.Host, &left)
+		err = peekSt.QueryRowContext(ctx, c.Key).Scan(&holder, &a.Token, &a.Holds, &a.Host, &left)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 		case err != nil:
@@ -116,7 +115,7 @@ func (s *sqliteStore) take(ctx context.Context, h handle, c Claim) (a Attempt, e
 	err = tx.StmtContext(ctx, takeSt).QueryRowContext(ctx, c.Key, c.Owner, c.Host, micros(c.TTL)).Scan(&a.Token, &a.Holds)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		if err = tx.StmtContext(ctx, holderSt).QueryRowContext(ctx, c.Key).Scan(&holder, &a.Token, &a.Holds, &a.Host, &left); err != nil {
+		if err = tx.StmtContext(ctx, peekSt).QueryRowContext(ctx, c.Key).Scan(&holder, &a.Token, &a.Holds, &a.Host, &left); err != nil {
 			return a, err
 		}
 		a.Remaining = remaining(left)
@@ -148,13 +147,5 @@ func (s *sqliteStore) forceRelease(ctx context.Context, h handle, key string, to
 }
 
 func (s *sqliteStore) reap(ctx context.Context, db *sql.DB, grace time.Duration, batch int) (int64, error) {
-	res, err := db.ExecContext(ctx, s.q.reap, micros(grace), batch)
-	if err != nil {
-		return 0, err
-	}
-	return res.RowsAffected()
+	return execReap(ctx, db, s.q.reap, grace, batch)
 }
-
-func (s *sqliteStore) holderQuery() string { return s.q.live }
-func (s *sqliteStore) listQuery() string   { return s.q.list }
-func (s *sqliteStore) schema() string      { return s.q.ddl }
