@@ -17,12 +17,12 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
-	"math/rand/v2"
 	"time"
 
 	"github.com/pressly/goose/v3"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/backoff"
 )
 
 // FS holds the migrations: postgres/, mysql/ and sqlite/.
@@ -61,7 +61,7 @@ func NewProvider(db *sql.DB, d sqllock.Dialect) (*goose.Provider, error) {
 	}[d]
 	opts := []goose.ProviderOption{goose.WithTableName(VersionTable), goose.WithDisableGlobalRegistry(true)}
 	if d != sqllock.SQLite { // SQLite serialises writers by itself
-		opts = append(opts, goose.WithSessionLocker(sessionLocker{d}))
+		opts = append(opts, goose.WithSessionLocker(sessionLocker{d: d}))
 	}
 	return goose.NewProvider(gd, db, sub, opts...)
 }
@@ -72,12 +72,18 @@ func Up(ctx context.Context, db *sql.DB, d sqllock.Dialect) error {
 	if err != nil {
 		return fmt.Errorf("migrations: %w", err)
 	}
-	_, err = p.Up(ctx)
+	err = prepareVersionTable(ctx, db, d, p)
+	if err == nil {
+		_, err = p.Up(ctx)
+	}
 	// SQLite has no session lock: processes migrating one fresh file at
 	// once collide (SQLITE_BUSY, a version row or table already there).
 	// The loser retries and finds the work done.
-	for attempt := 1; err != nil && d == sqllock.SQLite && attempt < 10 && ctx.Err() == nil; attempt++ {
-		time.Sleep(time.Duration(attempt*10+rand.IntN(20)) * time.Millisecond)
+	e := backoff.Exp{Min: 10 * time.Millisecond, Max: 200 * time.Millisecond}
+	for attempt := 1; err != nil && d == sqllock.SQLite && attempt < 10; attempt++ {
+		if backoff.Sleep(ctx, e.Next()) != nil {
+			break
+		}
 		_, err = p.Up(ctx)
 	}
 	if err != nil {
@@ -109,24 +115,64 @@ func Pending(ctx context.Context, db *sql.DB, d sqllock.Dialect) (bool, error) {
 	return p.HasPending(ctx)
 }
 
-// lockName identifies the migration lock on both servers.
+// lockName identifies the migration lock on both servers; the init lock
+// serialises the creation of the version table (see prepareVersionTable).
 const (
-	pgLockID  = 0x73716c6c6f636b // "sqllock"
-	mysqlLock = "sqllock_migrations"
+	pgLockID      = 0x73716c6c6f636b // "sqllock"
+	mysqlLock     = "sqllock_migrations"
+	pgInitLockID  = pgLockID + 1
+	mysqlInitLock = "sqllock_migrations_init"
 )
+
+// prepareVersionTable creates the version table, with its zero row, under
+// a session lock of its own. goose's Up first asks HasPending, which
+// creates the table WITHOUT its session lock; on MySQL, where CREATE TABLE
+// commits by itself, a replica starting at the same moment then sees the
+// table without its zero row and fails with "missing zero version
+// migration". The lock is not goose's, which Up takes next on another
+// connection.
+func prepareVersionTable(ctx context.Context, db *sql.DB, d sqllock.Dialect, p *goose.Provider) error {
+	if d == sqllock.SQLite {
+		return nil
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	l := sessionLocker{d: d, pgID: pgInitLockID, name: mysqlInitLock}
+	if err := l.SessionLock(ctx, conn); err != nil {
+		return err
+	}
+	defer l.SessionUnlock(context.WithoutCancel(ctx), conn)
+	_, err = p.HasPending(ctx)
+	return err
+}
 
 // sessionLocker blocks on a server-side lock bounded by the context; goose's
 // own lockers poll every few seconds, which would slow parallel test runs.
-type sessionLocker struct{ d sqllock.Dialect }
+type sessionLocker struct {
+	d    sqllock.Dialect
+	pgID int64  // 0: pgLockID
+	name string // "": mysqlLock
+}
+
+func (s sessionLocker) ids() (int64, string) {
+	if s.pgID == 0 {
+		return pgLockID, mysqlLock
+	}
+	return s.pgID, s.name
+}
 
 func (s sessionLocker) SessionLock(ctx context.Context, conn *sql.Conn) error {
+	pgID, name := s.ids()
 	if s.d == sqllock.Postgres {
-		_, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock($1)", int64(pgLockID))
+		_, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock($1)", pgID)
 		return err
 	}
 	for {
 		var got sql.NullInt64
-		if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 5)", mysqlLock).Scan(&got); err != nil {
+		if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 5)", name).Scan(&got); err != nil {
 			return err
 		}
 		if got.Valid && got.Int64 == 1 {
@@ -139,10 +185,11 @@ func (s sessionLocker) SessionLock(ctx context.Context, conn *sql.Conn) error {
 }
 
 func (s sessionLocker) SessionUnlock(ctx context.Context, conn *sql.Conn) error {
+	pgID, name := s.ids()
 	if s.d == sqllock.Postgres {
-		_, err := conn.ExecContext(ctx, "SELECT pg_advisory_unlock($1)", int64(pgLockID))
+		_, err := conn.ExecContext(ctx, "SELECT pg_advisory_unlock($1)", pgID)
 		return err
 	}
-	_, err := conn.ExecContext(ctx, "SELECT RELEASE_LOCK(?)", mysqlLock)
+	_, err := conn.ExecContext(ctx, "SELECT RELEASE_LOCK(?)", name)
 	return err
 }

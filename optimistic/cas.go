@@ -6,7 +6,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,7 +41,7 @@ type Table struct {
 	mappings          sync.Map // mappingKey -> *mapping or error
 	stmts             stmtCache
 	localQueue        bool
-	gates             [64]chan struct{} // Modify's in-process queues, by hash of the key
+	queues            rowQueues // Modify's in-process queues, one per row
 }
 
 // TableOption configures a Table.
@@ -53,28 +52,24 @@ type TableOption func(*Table)
 // handle (*sql.DB, *sqlx.DB), take turns: only writers in different
 // processes still race, so a hot row does not collapse into retries. N
 // goroutines racing one row waste about N reads and writes per success
-// without it. It is never used for transactions or pinned connections,
-// where waiting on a local queue while holding row locks could deadlock.
+// without it. Each row has a queue of its own, so writers of different rows
+// never wait for each other, and a Modify called from another Modify's fn
+// never waits for a queue at all (see Modify). It is never used for
+// transactions or pinned connections, where waiting on a local queue while
+// holding row locks could deadlock.
 func WithLocalQueue(on bool) TableOption {
 	return func(t *Table) { t.localQueue = on }
 }
 
-// gate returns the queue of the row with key id, or nil when db is not a
-// pool handle or queuing is off.
-func (t *Table) gate(db any, id any) chan struct{} {
-	if !t.localQueue {
-		return nil
+// enterQueue waits for the turn on the queue of the row with key id and
+// returns the function that gives it up; with no queue (a transaction, a
+// pinned connection, queuing off) it returns a no-op at once.
+func (t *Table) enterQueue(ctx context.Context, db any, id any) (leave func(), err error) {
+	if !t.localQueue || !isPoolHandle(db) {
+		return func() {}, nil
 	}
-	if !isPoolHandle(db) {
-		return nil
-	}
-	var h maphash.Hash
-	h.SetSeed(gateSeed)
-	fmt.Fprint(&h, id)
-	return t.gates[h.Sum64()%uint64(len(t.gates))]
+	return t.queues.enter(ctx, queueKey(id))
 }
-
-var gateSeed = maphash.MakeSeed()
 
 // isPoolHandle reports a connection pool (*sql.DB, *sqlx.DB, or a wrapper
 // of one): each statement takes any free connection and commits on its
@@ -91,9 +86,6 @@ func NewTable(d sqllock.Dialect, table, idColumn, versionColumn string, opts ...
 	t := &Table{d: d, name: table, id: idColumn, version: versionColumn, localQueue: true}
 	for _, o := range opts {
 		o(t)
-	}
-	for i := range t.gates {
-		t.gates[i] = make(chan struct{}, 1)
 	}
 	var err error
 	if t.qName, err = sqlutil.QuoteIdent(d, table); err != nil {

@@ -41,7 +41,7 @@ type Counter struct {
 }
 
 type counterQueries struct {
-	take, total, clear, insert string
+	take, total, clear, insert, left string
 }
 
 // CounterSchema returns the CREATE TABLE statement for a Counter's table in
@@ -63,8 +63,9 @@ func CounterSchema(d sqllock.Dialect, table string) (string, error) {
 
 // NewCounter returns a Counter over table (created with CounterSchema) that
 // spreads each item over stripes rows, 1 to MaxStripes. Every process must
-// use the same number of stripes for a table. It does not touch the
-// database and never closes db.
+// use the same number of stripes for a table: Take reports an item spread
+// over more stripes than it has once its own run dry. It does not touch
+// the database and never closes db.
 func NewCounter(db *sql.DB, d sqllock.Dialect, table string, stripes int) (*Counter, error) {
 	if db == nil {
 		return nil, fmt.Errorf("optimistic: counter: %w: nil *sql.DB", sqllock.ErrInvalidOption)
@@ -80,6 +81,7 @@ func NewCounter(db *sql.DB, d sqllock.Dialect, table string, stripes int) (*Coun
 	c := &Counter{db: db, d: d, name: table, stripes: stripes}
 	c.q.take = `UPDATE ` + t + ` SET qty = qty - 1 WHERE item = ` + p(1) + ` AND stripe = ` + p(2) + ` AND qty > 0`
 	c.q.total = `SELECT COALESCE(SUM(qty), 0) FROM ` + t + ` WHERE item = ` + p(1)
+	c.q.left = `SELECT COALESCE(SUM(qty), 0), COUNT(*) FROM ` + t + ` WHERE item = ` + p(1)
 	c.q.clear = `DELETE FROM ` + t + ` WHERE item = ` + p(1)
 	c.q.insert = `INSERT INTO ` + t + ` (item, stripe, qty) VALUES (` + p(1) + `, ` + p(2) + `, ` + p(3) + `)`
 	return c, nil
@@ -142,6 +144,9 @@ func (c *Counter) Total(ctx context.Context, item string) (int64, error) {
 // process saw empty last), falls over to the others, and returns an error
 // matching ErrSoldOut only after every stripe refused and one read of all
 // of them sums to zero; a restock seen by that read starts a new round.
+// When that read finds the item spread over more stripes than c has (set
+// by a Counter with more), the units beyond them are out of c's reach: Take
+// returns an error matching sqllock.ErrInvalidOption that says so.
 func (c *Counter) Take(ctx context.Context, item string) error {
 	if err := sqllock.ValidateKey(item); err != nil {
 		return fmt.Errorf("optimistic: counter %s: take %q: %w", c.name, item, err)
@@ -174,12 +179,20 @@ func (c *Counter) Take(ctx context.Context, item string) error {
 			}
 			hint.Or(1 << s)
 		}
-		total, err := c.Total(ctx, item)
-		if err != nil {
-			return err
+		var total, rows int64
+		if err := c.stmts.queryRow(ctx, c.db, c.q.left, item).Scan(&total, &rows); err != nil {
+			return fmt.Errorf("optimistic: counter %s: take %q: %w", c.name, item, err)
 		}
 		if total <= 0 {
 			return fmt.Errorf("optimistic: counter %s: take %q: %w", c.name, item, ErrSoldOut)
+		}
+		if rows > int64(c.stripes) {
+			// Another round would find the same: stock only in stripes
+			// this Counter never tries.
+			return fmt.Errorf("optimistic: counter %s: take %q: %w: the table spreads the item over %d stripes but this Counter uses %d "+
+				"and found those empty, with %d units left in the others; every process must use the same count "+
+				"(NewCounter with %d stripes), or Set the item again through this Counter",
+				c.name, item, sqllock.ErrInvalidOption, rows, c.stripes, total, rows)
 		}
 		hint.Store(0) // restocked since: look everywhere again
 	}

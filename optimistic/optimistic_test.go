@@ -339,6 +339,22 @@ func TestRetry(t *testing.T) {
 	if d := time.Since(begin); d > 30*time.Second {
 		t.Fatalf("Retry slept %v past its deadline", d)
 	}
+	// A policy that retries at once: the context's end still comes with the
+	// last conflict, as with any other policy.
+	cctx, cancel = context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	calls = 0
+	err = optimistic.Retry(cctx, optimistic.PolicyFunc(func(int) (time.Duration, bool) { return 0, true }), func(context.Context) error {
+		calls++
+		return fmt.Errorf("row 7: %w", sqllock.ErrConflict)
+	})
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, sqllock.ErrConflict) || !strings.Contains(err.Error(), "row 7") {
+		t.Fatalf("Retry with no pause past the deadline = %v after %d calls, want the last conflict joined with DeadlineExceeded", err, calls)
+	}
+	// A context that ended before the first attempt has no conflict to join.
+	if err := optimistic.Retry(cctx, nil, func(context.Context) error { return nil }); err != context.DeadlineExceeded {
+		t.Fatalf("Retry on an ended context = %v, want its error alone", err)
+	}
 	// Backoff grows, stays under its cap and is jittered.
 	p := optimistic.ExponentialBackoff(time.Millisecond, 8*time.Millisecond)
 	seen := map[time.Duration]bool{}
@@ -574,6 +590,57 @@ func TestCounterUneven(t *testing.T) {
 		}
 		if err := a.Set(ctx, "item", -1); !errors.Is(err, sqllock.ErrInvalidOption) {
 			t.Errorf("Set of negative stock = %v", err)
+		}
+	})
+}
+
+// TestCounterStripeMismatch: a Counter configured with fewer stripes than
+// the table holds for an item cannot reach the others. Once its own are
+// empty, Take reports the mismatch and what to do, where it used to spin
+// forever (Total counted units that Take never tried).
+func TestCounterStripeMismatch(t *testing.T) {
+	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		table := counterTable(t, db)
+		wide, err := optimistic.NewCounter(db.DB, db.Dialect, table, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer wide.Close()
+		if err := wide.Set(ctx, "item", 16); err != nil { // 2 a stripe
+			t.Fatal(err)
+		}
+		narrow, err := optimistic.NewCounter(db.DB, db.Dialect, table, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer narrow.Close()
+		for i := range 4 { // stripes 0 and 1
+			if err := narrow.Take(ctx, "item"); err != nil {
+				t.Fatalf("take %d of the 4 units in the narrow counter's stripes: %v", i+1, err)
+			}
+		}
+		err = narrow.Take(ctx, "item")
+		if !errors.Is(err, sqllock.ErrInvalidOption) || errors.Is(err, optimistic.ErrSoldOut) ||
+			!strings.Contains(err.Error(), "8 stripes") || !strings.Contains(err.Error(), "NewCounter") {
+			t.Fatalf("take beyond the narrow counter's stripes = %v; want ErrInvalidOption naming the 8 stripes and NewCounter", err)
+		}
+		if n, err := wide.Total(ctx, "item"); err != nil || n != 12 {
+			t.Fatalf("total %d, %v; want the 12 units the narrow counter could not reach", n, err)
+		}
+		// Set through the narrow counter spreads the item over its own
+		// stripes: it works again, up to sold out.
+		if err := narrow.Set(ctx, "item", 3); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if err := narrow.Take(ctx, "item"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := narrow.Take(ctx, "item"); !errors.Is(err, optimistic.ErrSoldOut) {
+			t.Fatalf("take after the narrow Set's 3 units = %v, want ErrSoldOut", err)
 		}
 	})
 }

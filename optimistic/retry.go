@@ -165,8 +165,12 @@ func RetryStats(ctx context.Context, p Policy, fn func(ctx context.Context) erro
 		return st, fmt.Errorf("optimistic: retry: %w", err)
 	}
 	var timer *time.Timer
+	var last error // the failed attempt before this one
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
+			if last != nil { // a policy without pauses comes here, not to the select
+				return st, errors.Join(last, err)
+			}
 			return st, err
 		}
 		st.Attempts = attempt
@@ -189,6 +193,7 @@ func RetryStats(ctx context.Context, p Policy, fn func(ctx context.Context) erro
 		if !again {
 			return st, fmt.Errorf("optimistic: gave up after %d attempts: %w", attempt, err)
 		}
+		last = err
 		if pause <= 0 {
 			continue
 		}

@@ -75,6 +75,18 @@ func Store[T any](ctx context.Context, db Execer, t *Table, v *T) error {
 // it; retry the whole transaction instead. Conflicts are still retried there, but inside
 // a REPEATABLE READ or SERIALIZABLE transaction every retry would read the
 // same snapshot and conflict again.
+//
+// fn may call Modify on rows of any Table (a transfer between two rows):
+// the nested call never waits for a local queue, whose holder could be its
+// own caller, or a goroutine waiting for its caller's, and races as a
+// writer in another process would. Nested in a Modify of the same row, it
+// writes first, so the caller's write conflicts and fn runs again on the
+// fresh row: make such a write depend on what fn reads, or fn writes again
+// on every attempt until p gives up. fn runs again after any conflict, so
+// a nested write repeats with it, and the caller's write may still fail
+// after it: for an all-or-nothing transfer, pass both calls one *sql.Tx. A
+// Modify that fn starts on another goroutine is not nested: fn must not
+// wait for it.
 func Modify[T any](ctx context.Context, db Querier, t *Table, id any, p Policy, fn func(*T) error) (T, error) {
 	v, _, err := ModifyStats(ctx, db, t, id, p, fn)
 	return v, err
@@ -95,16 +107,12 @@ func ModifyStats[T any](ctx context.Context, db Querier, t *Table, id any, p Pol
 	// Only a pool runs each statement in its own transaction, so only there
 	// is a statement that failed transiently safe to run again.
 	transientOK := isPoolHandle(db)
-	gate := t.gate(db, id)
 	st, err := RetryStats(ctx, p, func(ctx context.Context) error {
-		if gate != nil {
-			select {
-			case gate <- struct{}{}:
-				defer func() { <-gate }()
-			case <-ctx.Done():
-				return Stop(ctx.Err())
-			}
+		leave, err := t.enterQueue(ctx, db, id)
+		if err != nil {
+			return Stop(err)
 		}
+		defer leave()
 		var v T
 		if err := t.load(ctx, db, m, id, &v); err != nil {
 			err = fmt.Errorf("optimistic: load %s %v: %w", t.name, id, err)
@@ -113,7 +121,7 @@ func ModifyStats[T any](ctx context.Context, db Querier, t *Table, id any, p Pol
 			}
 			return Stop(err)
 		}
-		if err := fn(&v); err != nil {
+		if err := callFn(func() error { return fn(&v) }); err != nil {
 			return Stop(err)
 		}
 		if err := t.store(ctx, db, m, reflect.ValueOf(&v).Elem()); err != nil {

@@ -7,15 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/url"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib" // driver "pgx"
 	_ "modernc.org/sqlite"             // driver "sqlite"
 
@@ -70,145 +67,29 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// target is a database the command talks to.
-type target struct {
-	dialect  sqllock.Dialect
-	driver   string // database/sql driver name
-	dsn      string // in the driver's form
-	raw      string // as a child process is given it with --dsn
-	display  string // for people: no password
-	embedded bool   // the default SQLite file, migrated on first use
-	path     string // SQLite file
-}
-
-// parseDSN maps a --dsn value to a driver and its DSN, without connecting.
-func parseDSN(raw string) (target, error) {
-	bad := func(why string, args ...any) (target, error) {
-		return target{}, fail(exitBadDSN, "bad --dsn: "+why, args...)
-	}
-	scheme, rest, hasScheme := strings.Cut(raw, "://")
-	switch {
-	case !hasScheme:
-		// The drivers' own forms.
-		if strings.Contains(raw, "@tcp(") || strings.Contains(raw, "@unix(") || strings.HasPrefix(raw, "tcp(") || strings.Contains(raw, ")/") {
-			cfg, err := mysql.ParseDSN(raw)
-			if err != nil {
-				return bad("%v", err)
-			}
-			// goose scans its timestamps into time.Time.
-			cfg.ParseTime = true
-			return target{dialect: sqllock.MySQL, driver: "mysql", dsn: cfg.FormatDSN(), raw: raw, display: mysqlDisplay(cfg)}, nil
-		}
-		if strings.Contains(raw, "=") {
-			cfg, err := pgx.ParseConfig(raw)
-			if err != nil {
-				return bad("%v", err)
-			}
-			return target{dialect: sqllock.Postgres, driver: "pgx", dsn: raw, raw: raw,
-				display: fmt.Sprintf("postgres %s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)}, nil
-		}
-		return bad("%q: want postgres://..., mysql://..., sqlite://path, or a driver's own DSN", redact(raw))
-	}
-	switch strings.ToLower(scheme) {
-	case "postgres", "postgresql":
-		cfg, err := pgx.ParseConfig(raw)
-		if err != nil {
-			return bad("%v", err)
-		}
-		return target{dialect: sqllock.Postgres, driver: "pgx", dsn: raw, raw: raw,
-			display: fmt.Sprintf("postgres %s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)}, nil
-	case "mysql", "mariadb":
-		dsn, err := mysqlURL(raw)
-		if err != nil {
-			return bad("%v", err)
-		}
-		cfg, _ := mysql.ParseDSN(dsn)
-		return target{dialect: sqllock.MySQL, driver: "mysql", dsn: dsn, raw: raw, display: mysqlDisplay(cfg)}, nil
-	case "sqlite", "sqlite3", "file":
-		path := rest
-		if i := strings.IndexByte(path, '?'); i >= 0 {
-			path = path[:i]
-		}
-		if path == "" {
-			return bad("sqlite:// needs a file path, as in sqlite://locks.db or sqlite:///var/lib/app/locks.db")
-		}
-		return sqliteTarget(path, false), nil
-	}
-	return bad("unknown scheme %q: want postgres, mysql or sqlite", scheme)
-}
-
-// mysqlURL translates mysql://user:pass@host:port/db?params into the
-// go-sql-driver form user:pass@tcp(host:port)/db?params.
-func mysqlURL(raw string) (string, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "", fmt.Errorf("%v", redactErr(err, raw))
-	}
-	cfg := mysql.NewConfig()
-	if u.User != nil {
-		cfg.User = u.User.Username()
-		cfg.Passwd, _ = u.User.Password()
-	}
-	host := u.Host
-	if host == "" {
-		return "", errors.New("mysql:// needs a host, as in mysql://user:pass@127.0.0.1:3306/db")
-	}
-	if _, _, err := net.SplitHostPort(host); err != nil {
-		host = net.JoinHostPort(strings.Trim(host, "[]"), "3306")
-	}
-	cfg.Net, cfg.Addr = "tcp", host
-	cfg.DBName = strings.TrimPrefix(u.Path, "/")
-	if cfg.DBName == "" {
-		return "", errors.New("mysql:// needs a database name, as in mysql://user@host:3306/db")
-	}
-	dsn := cfg.FormatDSN()
-	if u.RawQuery != "" {
-		sep := "?"
-		if strings.Contains(dsn, "?") {
-			sep = "&"
-		}
-		dsn += sep + u.RawQuery
-	}
-	parsed, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return "", err
-	}
-	parsed.ParseTime = true // goose scans its timestamps into time.Time
-	return parsed.FormatDSN(), nil
-}
-
-func mysqlDisplay(cfg *mysql.Config) string {
-	return fmt.Sprintf("mysql %s@%s/%s", cfg.User, cfg.Addr, cfg.DBName)
-}
-
-// redact hides the password of a URL-shaped DSN.
-func redact(dsn string) string {
-	if u, err := url.Parse(dsn); err == nil && u.User != nil {
-		if _, ok := u.User.Password(); ok {
-			u.User = url.UserPassword(u.User.Username(), "xxx")
-			return u.String()
-		}
-	}
-	return dsn
-}
-
-func redactErr(err error, raw string) string {
-	return strings.ReplaceAll(err.Error(), raw, redact(raw))
-}
-
 // sqliteDSN is the modernc.org/sqlite DSN of the command: WAL so readers do
 // not block the writer, a busy timeout so writers queue instead of failing,
-// and BEGIN IMMEDIATE so a transaction takes the write lock up front.
+// and BEGIN IMMEDIATE so a transaction takes the write lock up front. The
+// path is escaped: SQLite reads a file: URI, where '#' would end the path,
+// '?' start its parameters and "%41" mean "A", so "team#1" and "team#2"
+// would both open "team". An absolute path gets an empty authority
+// (file:///path), so that one starting "//" is not read as a host.
 func sqliteDSN(path string) string {
-	return "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+	uri := "file:" + sqlitePathEscaper.Replace(path)
+	if strings.HasPrefix(path, "/") {
+		uri = "file://" + sqlitePathEscaper.Replace(path)
+	}
+	return uri + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
 }
+
+var sqlitePathEscaper = strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23")
 
 func sqliteTarget(path string, embedded bool) target {
 	display := "sqlite " + path
 	if embedded {
 		display = "sqlite (embedded) " + path
 	}
-	return target{dialect: sqllock.SQLite, driver: "sqlite", dsn: sqliteDSN(path), raw: "sqlite://" + path,
+	return target{dialect: sqllock.SQLite, driver: "sqlite", dsn: sqliteDSN(path),
 		display: display, embedded: embedded, path: path}
 }
 
@@ -263,8 +144,12 @@ func open(ctx context.Context, t target, mode openMode) (*sql.DB, error) {
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := db.PingContext(pctx); err != nil {
+	if err := whileBusy(pctx, t, db.PingContext); err != nil {
 		db.Close()
+		if isBusy(t, err) {
+			// The file is there and answers: it is not a bad DSN.
+			return nil, fail(exitFailure, "%s stayed busy (another process holds it): %v", t.display, err)
+		}
 		return nil, fail(exitBadDSN, "cannot reach %s: %v", t.display, err)
 	}
 	if mode == anySchema {
@@ -285,20 +170,40 @@ func open(ctx context.Context, t target, mode openMode) (*sql.DB, error) {
 }
 
 // migrateEmbedded migrates the embedded database, retrying while another
-// sqllock process creating the same fresh file holds it busy (SQLite does not
-// always wait out its busy timeout while a file switches to WAL).
+// sqllock process creating the same fresh file holds it busy.
 func migrateEmbedded(ctx context.Context, db *sql.DB, t target) error {
+	return whileBusy(ctx, t, func(ctx context.Context) error { return migrations.Up(ctx, db, t.dialect) })
+}
+
+// busyWait bounds how long whileBusy retries.
+const busyWait = 10 * time.Second
+
+// whileBusy runs fn until it returns anything but a SQLite busy error, for
+// at most busyWait. Processes that start together on a fresh SQLite file
+// meet while one of them creates it and switches it to WAL, and SQLite
+// answers some of them SQLITE_BUSY at once instead of waiting out the busy
+// timeout (where waiting could deadlock: a reader that must become a
+// writer while another writer waits for it to leave); a fresh try a moment
+// later succeeds. On PostgreSQL and MySQL it runs fn once.
+func whileBusy(ctx context.Context, t target, fn func(context.Context) error) error {
+	deadline := time.Now().Add(busyWait)
 	for attempt := 1; ; attempt++ {
-		err := migrations.Up(ctx, db, t.dialect)
-		if err == nil || attempt == 10 || !sqlutil.IsRetryable(err) {
+		err := fn(ctx)
+		if err == nil || !isBusy(t, err) || time.Now().After(deadline) {
 			return err
 		}
+		pause := min(time.Duration(attempt)*10*time.Millisecond, 200*time.Millisecond)
 		select {
-		case <-time.After(time.Duration(attempt) * 50 * time.Millisecond):
+		case <-time.After(pause/2 + rand.N(pause/2+1)):
 		case <-ctx.Done():
 			return err
 		}
 	}
+}
+
+// isBusy reports SQLITE_BUSY or SQLITE_LOCKED from t, a SQLite database.
+func isBusy(t target, err error) bool {
+	return t.dialect == sqllock.SQLite && sqlutil.IsRetryable(err)
 }
 
 // checkMigrated reports an unmigrated database without writing to it:
@@ -341,7 +246,9 @@ func tableExists(ctx context.Context, db *sql.DB, d sqllock.Dialect, name string
 	return n > 0, err
 }
 
-// withDB resolves and opens the database of df for a command.
+// withDB resolves and opens the database of df for a command. Its errors,
+// and fn's, are scrubbed of the DSN's passwords: drivers and servers may
+// quote what they were given.
 func withDB(ctx context.Context, df dbFlags, mode openMode, fn func(t target, db *sql.DB) error) error {
 	t, err := df.resolve()
 	if err != nil {
@@ -349,8 +256,8 @@ func withDB(ctx context.Context, df dbFlags, mode openMode, fn func(t target, db
 	}
 	db, err := open(ctx, t, mode)
 	if err != nil {
-		return err
+		return t.scrub(err)
 	}
 	defer db.Close()
-	return fn(t, db)
+	return t.scrub(fn(t, db))
 }

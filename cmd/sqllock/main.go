@@ -2,28 +2,39 @@
 //
 //	sqllock demo stock                 # workers buy from a stock through each strategy
 //	sqllock demo job                   # replicas run one scheduled job, once a period
-//	sqllock migrate up|down|status     # the embedded goose migrations
+//	sqllock migrate up|status          # the embedded goose migrations
+//	sqllock migrate down --force       # roll back the newest (--all: every one)
 //	sqllock locks                      # held locks and taken jobs
 //	sqllock locks release KEY --force  # free the lock's holder it shows
 //	sqllock hold KEY                   # hold a lock until interrupted or lost
 //	sqllock bench                      # lock rates and handoff beside raw SQL
 //
 // Every command takes --dsn: postgres://user:pass@host:port/db?sslmode=...
-// (or the pgx keyword form "host=... dbname=..."), mysql://user:pass@host:port/db
-// (or the go-sql-driver form user:pass@tcp(host:port)/db), or sqlite://path.
-// SQLLOCK_DSN is the default. Without either, the command uses an embedded
-// SQLite file in --data-dir (default: a sqllock folder in the temporary
-// directory), migrated on first use, so it runs with no server at all. A
+// (or the pgx keyword form "host=... dbname=..."), mysql://user:pass@host:port/db?params
+// (or the go-sql-driver form user:pass@tcp(host:port)/db, user:pass@/db for
+// 127.0.0.1:3306), or sqlite://path. In a URL, reserved characters in the
+// user name and password are percent-encoded (@ as %40, # as %23); the
+// query's parameters all reach the driver. A sqlite:// path is taken as
+// written, '#' and '%' included; it takes no ?parameters (the command sets
+// its own). SQLLOCK_DSN is the default. Without either, the command uses
+// an embedded SQLite file in --data-dir (default: a sqllock folder in the
+// temporary directory), migrated on first use, so it runs with no server
+// at all. A
 // database named by --dsn is never migrated behind the operator's back:
 // commands other than migrate refuse it until `sqllock migrate up` has run.
+//
+// No output shows a password: errors show the DSN masked from the start to
+// its last '@' and at every password= value, whether or not it parses.
 //
 // Exit codes, for scripts:
 //
 //	0  success
 //	1  the command ran and failed: a database error, a demo that found a
 //	   double sale or a doubled job run, a lock that is not held, a lease lost
-//	2  usage: unknown command or flag, missing argument, release without --force
-//	3  bad DSN: it cannot be parsed, or the database cannot be reached
+//	2  usage: unknown command or flag, missing argument, locks release or
+//	   migrate down without --force (which then say what they would do)
+//	3  bad DSN: it cannot be parsed, or the database cannot be reached (a
+//	   SQLite file that stays busy is a failure, 1: it was reached)
 //	4  the database is not migrated: run `sqllock migrate up`
 //	5  a strategy the database cannot serve, or not built into this binary
 //
@@ -85,8 +96,10 @@ const usage = `usage: sqllock <command> [flags]
 commands:
   demo stock        N workers buy from M units through each strategy
   demo job          replicas run one scheduled job through jobguard
-  migrate up|down|status
-                    apply, roll back or list the embedded migrations
+  migrate up|status apply or list the embedded migrations
+  migrate down --force [--all]
+                    roll back the newest migration (--all: every one); it
+                    drops tables, and without --force says which
   locks             list held locks and taken jobs
   locks release KEY --force
                     free the holder of a lock it shows, unless the lock

@@ -12,13 +12,16 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"net/url"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -235,9 +238,9 @@ func TestMigrate(t *testing.T) {
 		sqllockCmd(t, "locks", "--dsn", d.dsn).want(t, 0, "no locks held")
 
 		// One step down leaves the database behind the binary: refused.
-		sqllockCmd(t, "migrate", "down", "--dsn", d.dsn).want(t, 0, "rolled back")
+		sqllockCmd(t, "migrate", "down", "--force", "--dsn", d.dsn).want(t, 0, "rolled back")
 		sqllockCmd(t, "locks", "--dsn", d.dsn).want(t, exitNotMigrated, "pending migrations")
-		sqllockCmd(t, "migrate", "down", "--all", "--dsn", d.dsn).want(t, 0, "rolled back 00001_sqllock.sql")
+		sqllockCmd(t, "migrate", "down", "--all", "--force", "--dsn", d.dsn).want(t, 0, "rolled back 00001_sqllock.sql")
 		// Only goose's version table is left.
 		if n := d.tables(t); n != 1 {
 			t.Errorf("%d tables after down --all, want only the version table", n)
@@ -607,4 +610,118 @@ func TestBench(t *testing.T) {
 			}
 		})
 	}
+}
+
+// heldToken runs `hold KEY` briefly and returns the token it was given.
+func heldToken(t *testing.T, args ...string) int64 {
+	t.Helper()
+	r := sqllockCmd(t, append([]string{"hold", "k", "--for", "1ms"}, args...)...)
+	r.want(t, 0, "held")
+	var key string
+	var token int64
+	if _, err := fmt.Sscanf(r.stdout, "held %q token %d", &key, &token); err != nil {
+		t.Fatalf("hold said %q: %v", r.stdout, err)
+	}
+	return token
+}
+
+// TestDataDirNames: data folders whose names differ only after a '#', by a
+// '%xx' escape or after a '?' are separate databases, with their own files
+// and their own fencing tokens; demo workers in child processes find the
+// same file as their parent.
+func TestDataDirNames(t *testing.T) {
+	root := t.TempDir()
+	for _, pair := range [][2]string{{"team#1", "team#2"}, {"pct%41", "pctA"}, {"q?1", "q?2"}} {
+		a, b := filepath.Join(root, pair[0]), filepath.Join(root, pair[1])
+		first := heldToken(t, "--data-dir", a)
+		heldToken(t, "--data-dir", a)
+		if other := heldToken(t, "--data-dir", b); other != first {
+			t.Errorf("--data-dir %s: first token %d, and %d in %s: the two share a database", pair[1], other, first, pair[0])
+		}
+		for _, dir := range []string{a, b} {
+			if _, err := os.Stat(filepath.Join(dir, "sqllock.db")); err != nil {
+				t.Errorf("no database file in %s: %v", dir, err)
+			}
+		}
+	}
+	var names []string
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if want := []string{"pct%41", "pctA", "q?1", "q?2", "team#1", "team#2"}; !slices.Equal(names, want) {
+		t.Errorf("files beside the data folders: %q, want only %q", names, want)
+	}
+	r := sqllockCmd(t, "demo", "stock", "--data-dir", filepath.Join(root, "q?1"), "--strategy", "tablelock", "--procs", "2", "--workers", "2", "--units", "20", "--json")
+	r.want(t, 0)
+	if rep := decode[stockJSON](t, r); len(rep.Results) != 1 || rep.Results[0].Sold != 20 || rep.Results[0].Oversold != 0 {
+		t.Errorf("demo stock in a '?' folder with 2 processes: %+v, want 20 sold, none oversold", rep.Results)
+	}
+}
+
+// TestEmbeddedConcurrentStart: processes started at once on a fresh
+// embedded database all succeed. The first ones create the file and switch
+// it to WAL while the others connect; SQLite answers some of them busy at
+// once, without waiting out its busy timeout.
+func TestEmbeddedConcurrentStart(t *testing.T) {
+	const rounds, procs = 6, 40
+	for round := range rounds {
+		dir := filepath.Join(t.TempDir(), "fresh")
+		var wg sync.WaitGroup
+		results := make([]result, procs)
+		for i := range procs {
+			wg.Go(func() { results[i] = sqllockCmd(t, "locks", "--data-dir", dir) })
+		}
+		wg.Wait()
+		for i, r := range results {
+			if r.code != 0 {
+				t.Errorf("round %d, process %d: exit %d: %s", round, i, r.code, r.stderr)
+			}
+		}
+		if t.Failed() {
+			return
+		}
+	}
+}
+
+// TestMigrateDownNeedsForce: migrate down drops the fence table and (with
+// --all) the fencing sequence, so it refuses without --force, says what it
+// would drop and what that costs, and changes nothing.
+func TestMigrateDownNeedsForce(t *testing.T) {
+	forEachDB(t, func(t *testing.T, d dbTarget) {
+		sqllockCmd(t, "migrate", "up", "--dsn", d.dsn).want(t, 0)
+		before := d.tables(t)
+		last := "sqllock_fence_tokens"
+		newest := newestMigration(t, d.dialect)
+		sqllockCmd(t, "migrate", "down", "--dsn", d.dsn).want(t, exitUsage, "--force", newest)
+		drops := []string{"--force", "--all", "sqllock_locks", "sqllock_versions", "sqllock_jobs", last, "restart", "stale"}
+		if d.dialect == sqllock.SQLite {
+			drops = append(drops, "sqllock_fence")
+		} else {
+			drops = append(drops, "sqllock_rows", "sequence sqllock_fence_seq")
+		}
+		sqllockCmd(t, "migrate", "down", "--all", "--dsn", d.dsn).want(t, exitUsage, drops...)
+		if n := d.tables(t); n != before {
+			t.Fatalf("%d tables after refused downs, want the %d there were", n, before)
+		}
+		sqllockCmd(t, "migrate", "status", "--dsn", d.dsn).want(t, 0, "up to date")
+		sqllockCmd(t, "migrate", "down", "--force", "--dsn", d.dsn).want(t, 0, "rolled back "+newest)
+	})
+}
+
+// newestMigration is the file name of d's last migration.
+func newestMigration(t *testing.T, d sqllock.Dialect) string {
+	t.Helper()
+	dir, err := migrations.Dir(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := fs.Glob(migrations.FS, dir+"/*.sql")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("%v: no migrations (%v)", d, err)
+	}
+	return path.Base(files[len(files)-1])
 }

@@ -5,10 +5,14 @@ import (
 	"database/sql"
 	"fmt"
 	"path"
+	"regexp"
+	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/pressly/goose/v3"
 
+	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/migrations"
 )
 
@@ -16,6 +20,7 @@ func cmdMigrate(ctx context.Context, args []string, e env) error {
 	var df dbFlags
 	fs := newFlags("migrate", e, &df)
 	all := fs.Bool("all", false, "down: roll back every sqllock migration (drops the lock tables and the fencing sequence)")
+	force := fs.Bool("force", false, "down: really roll back; without it, down says what it would drop and changes nothing")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -56,6 +61,26 @@ func cmdMigrate(ctx context.Context, args []string, e env) error {
 				fmt.Fprintf(e.stdout, "%s has no sqllock migrations applied; nothing to roll back\n", t.display)
 				return nil
 			}
+			plan, err := downPlan(ctx, p, *all)
+			if err != nil {
+				return fmt.Errorf("migrate down on %s: %v", t.display, err)
+			}
+			if len(plan) == 0 {
+				fmt.Fprintf(e.stdout, "%s: nothing to roll back\n", t.display)
+				return nil
+			}
+			drops, err := describeDown(t.dialect, plan)
+			if err != nil {
+				return err
+			}
+			if !*force {
+				cmd := "migrate down"
+				if *all {
+					cmd += " --all"
+				}
+				return fail(exitUsage, "%s on %s would roll back %s and %s; run it again with --force to go ahead",
+					cmd, t.display, listOf(migrationNames(plan)), drops)
+			}
 			var res []*goose.MigrationResult
 			if *all {
 				res, err = p.DownTo(ctx, 0)
@@ -66,13 +91,18 @@ func cmdMigrate(ctx context.Context, args []string, e env) error {
 				}
 			}
 			for _, r := range res {
-				fmt.Fprintf(e.stdout, "rolled back %s (%v)\n", path.Base(r.Source.Path), r.Duration.Round(1e6))
+				drops, changes, _ := downObjects(t.dialect, path.Base(r.Source.Path))
+				var did []string
+				if len(drops) > 0 {
+					did = append(did, "dropped "+listOf(drops))
+				}
+				if len(changes) > 0 {
+					did = append(did, "changed "+listOf(changes))
+				}
+				fmt.Fprintf(e.stdout, "rolled back %s (%v): %s\n", path.Base(r.Source.Path), r.Duration.Round(1e6), strings.Join(did, ", "))
 			}
 			if err != nil {
 				return fmt.Errorf("migrate down on %s: %v", t.display, err)
-			}
-			if len(res) == 0 {
-				fmt.Fprintf(e.stdout, "%s: nothing to roll back\n", t.display)
 			}
 			return nil
 		}
@@ -119,4 +149,138 @@ func migrateStatus(ctx context.Context, e env, t target, db *sql.DB, p *goose.Pr
 		fmt.Fprintln(e.stdout, "up to date")
 	}
 	return nil
+}
+
+// downPlan lists the migrations migrate down would roll back, newest
+// first: the newest applied one, or with all every applied one.
+func downPlan(ctx context.Context, p *goose.Provider, all bool) ([]*goose.Source, error) {
+	st, err := p.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var plan []*goose.Source
+	for i := len(st) - 1; i >= 0; i-- {
+		if st[i].State != goose.StateApplied {
+			continue
+		}
+		plan = append(plan, st[i].Source)
+		if !all {
+			break
+		}
+	}
+	return plan, nil
+}
+
+func migrationNames(plan []*goose.Source) []string {
+	var names []string
+	for _, s := range plan {
+		names = append(names, path.Base(s.Path))
+	}
+	return names
+}
+
+// dropCosts says what losing each of sqllock's objects costs, for the
+// message of migrate down.
+var dropCosts = []struct{ object, cost string }{
+	{"sqllock_fence_tokens", "every resource's highest accepted fencing token is forgotten, so after migrate up a stale holder's writes are accepted again"},
+	{"sqllock_fence_seq", "fencing tokens restart at 1, below tokens already handed out"},
+	{"sqllock_fence", "fencing tokens restart at 1, below tokens already handed out"},
+	{"sqllock_locks", "held locks are forgotten while their holders still run"},
+	{"sqllock_rows", "rowlock's lock rows go"},
+	{"sqllock_versions", "the optimistic Locker's versions go"},
+	{"sqllock_jobs", "jobguard forgets which periods ran, so a job may run again in one"},
+}
+
+// describeDown says what rolling back plan drops and changes, read from
+// the migrations' own Down sections, and what that costs: "drop table a
+// and sequence b, and change table c: <costs>".
+func describeDown(d sqllock.Dialect, plan []*goose.Source) (string, error) {
+	var drops, changes, costs []string
+	for _, s := range plan {
+		dr, ch, err := downObjects(d, path.Base(s.Path))
+		if err != nil {
+			return "", err
+		}
+		drops = append(drops, dr...)
+		for _, c := range ch {
+			if !slices.Contains(changes, c) {
+				changes = append(changes, c)
+			}
+		}
+	}
+	for _, c := range dropCosts {
+		for _, o := range drops {
+			if strings.HasSuffix(o, " "+c.object) && !slices.Contains(costs, c.cost) {
+				costs = append(costs, c.cost)
+			}
+		}
+	}
+	var what []string
+	if len(drops) > 0 {
+		what = append(what, "drop "+listOf(drops))
+	}
+	if len(changes) > 0 {
+		what = append(what, "change "+listOf(changes))
+	}
+	out := strings.Join(what, ", and ")
+	if len(costs) > 0 {
+		out += ": " + strings.Join(costs, "; ")
+	}
+	return out, nil
+}
+
+// downStatement and alterStatement are the kinds of statement sqllock's
+// Down sections hold.
+var (
+	downStatement  = regexp.MustCompile(`(?is)^DROP\s+(TABLE|SEQUENCE)\s+(?:IF\s+EXISTS\s+)?([A-Za-z0-9_.]+)$`)
+	alterStatement = regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+([A-Za-z0-9_.]+)\s`)
+)
+
+// downObjects reads the Down section of migration file name and returns
+// what it drops, as "table x" and "sequence y", and the tables it alters
+// (keeping their rows). A statement of another kind is an error: migrate
+// down could not say what it does.
+func downObjects(d sqllock.Dialect, name string) (drops, changes []string, err error) {
+	dir, err := migrations.Dir(d)
+	if err != nil {
+		return nil, nil, err
+	}
+	src, err := migrations.FS.ReadFile(dir + "/" + name)
+	if err != nil {
+		return nil, nil, err
+	}
+	_, down, ok := strings.Cut(string(src), "-- +goose Down")
+	if !ok {
+		return nil, nil, nil
+	}
+	for _, stmt := range strings.Split(down, ";") {
+		var lines []string
+		for _, l := range strings.Split(stmt, "\n") {
+			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "--") {
+				lines = append(lines, l)
+			}
+		}
+		if len(lines) == 0 {
+			continue
+		}
+		text := strings.Join(lines, " ")
+		if m := downStatement.FindStringSubmatch(text); m != nil {
+			drops = append(drops, strings.ToLower(m[1])+" "+m[2])
+			continue
+		}
+		if m := alterStatement.FindStringSubmatch(text); m != nil {
+			changes = append(changes, "table "+m[1])
+			continue
+		}
+		return nil, nil, fmt.Errorf("migration %s: cannot describe its Down statement %q", name, text)
+	}
+	return drops, changes, nil
+}
+
+// listOf joins items as "a, b and c".
+func listOf(items []string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " and " + items[len(items)-1]
 }

@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -288,11 +289,15 @@ func buyInChildren(ctx context.Context, t target, s strategy, item string, worke
 }
 
 // child returns a command re-running this binary as a demo worker on t. The
-// DSN travels in the environment, not on a command line others can read.
+// DSN travels in the environment, not on a command line others can read;
+// the embedded database, which has no secret, as its folder.
 func child(ctx context.Context, t target, args ...string) (*exec.Cmd, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
+	}
+	if t.embedded {
+		args = append(args, "--data-dir", filepath.Dir(t.path))
 	}
 	cmd := exec.CommandContext(ctx, self, append([]string{workerCommand}, args...)...)
 	cmd.Env = append(os.Environ(), "SQLLOCK_DSN="+t.raw)

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"io/fs"
+	"path"
+	"testing"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/migrations"
+)
+
+// TestDownDescribed: migrate down can say what every shipped migration's
+// Down section drops, so its refusal without --force is never vague.
+func TestDownDescribed(t *testing.T) {
+	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL, sqllock.SQLite} {
+		dir, err := migrations.Dir(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files, err := fs.Glob(migrations.FS, dir+"/*.sql")
+		if err != nil || len(files) == 0 {
+			t.Fatalf("%v: no migrations (%v)", d, err)
+		}
+		for _, f := range files {
+			drops, changes, err := downObjects(d, path.Base(f))
+			if err != nil || len(drops)+len(changes) == 0 {
+				t.Errorf("%s: drops %q, changes %q, %v; want what it drops or changes named", f, drops, changes, err)
+			}
+		}
+	}
+}
