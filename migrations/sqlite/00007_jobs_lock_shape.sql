@@ -21,15 +21,10 @@ ALTER TABLE sqllock_jobs_new RENAME TO sqllock_jobs;
 CREATE INDEX sqllock_jobs_expires_at ON sqllock_jobs (expires_at);
 
 -- +goose Down
-CREATE TABLE sqllock_jobs_old (
-    name         TEXT    NOT NULL PRIMARY KEY,
-    owner        TEXT    NOT NULL,
-    locked_by    TEXT    NOT NULL,
-    token        INTEGER NOT NULL,
-    locked_at    INTEGER NOT NULL,
-    locked_until INTEGER NOT NULL
-);
-INSERT INTO sqllock_jobs_old (name, owner, locked_by, token, locked_at, locked_until)
-SELECT lock_key, owner, host, token, acquired_at, expires_at FROM sqllock_jobs;
-DROP TABLE sqllock_jobs;
-ALTER TABLE sqllock_jobs_old RENAME TO sqllock_jobs;
+-- In place (SQLite 3.35+ drops columns): the table 00004 made, rows kept.
+DROP INDEX sqllock_jobs_expires_at;
+ALTER TABLE sqllock_jobs DROP COLUMN hold_count;
+ALTER TABLE sqllock_jobs RENAME COLUMN expires_at TO locked_until;
+ALTER TABLE sqllock_jobs RENAME COLUMN acquired_at TO locked_at;
+ALTER TABLE sqllock_jobs RENAME COLUMN host TO locked_by;
+ALTER TABLE sqllock_jobs RENAME COLUMN lock_key TO name;
