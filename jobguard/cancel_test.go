@@ -38,7 +38,7 @@ func TestCancelledTryLeavesJobFree(t *testing.T) {
 			t.Fatal(err)
 		}
 		var name []byte
-		if err := tx.QueryRow("SELECT name FROM "+table+" WHERE name = ? FOR UPDATE", job.Name).Scan(&name); err != nil {
+		if err := tx.QueryRow("SELECT lock_key FROM "+table+" WHERE lock_key = ? FOR UPDATE", job.Name).Scan(&name); err != nil {
 			t.Fatal(err)
 		}
 		cancelledTry(t, g, job)
@@ -65,7 +65,7 @@ func TestCancelledTryLeavesJobFree(t *testing.T) {
 			t.Fatal(err)
 		}
 		var name []byte
-		if err := tx.QueryRow("SELECT name FROM "+table+" WHERE name = ? FOR UPDATE", job.Name).Scan(&name); err != nil {
+		if err := tx.QueryRow("SELECT lock_key FROM "+table+" WHERE lock_key = ? FOR UPDATE", job.Name).Scan(&name); err != nil {
 			t.Fatal(err)
 		}
 		cancelledTry(t, g, job)

@@ -25,8 +25,14 @@
 // context ([sqllock.TokenFrom]); hand it to the job's writes so that a runner
 // paused past AtMost cannot overwrite the work of its successor.
 //
-// The row lives in the table sqllock_jobs (migration 00004); [WithTable]
-// names another table created with [CreateTable].
+// The row lives in the table sqllock_jobs (migration 00004, given the lock
+// table's shape by 00007); [WithTable] names another table created with
+// [CreateTable]. A job is a lock row of tablelock's kind that is never
+// renewed and, once its run releases it, kept until AtLeast: one engine
+// serves both. [Guard.List] shows the jobs taken now in tablelock's [Info]
+// shape (Holds is 1 while a run holds its job, 0 once only AtLeast keeps
+// it), and [Guard.ForceRelease] frees one for an operator, named by the
+// token List showed.
 //
 // Skipping is the normal outcome for all but one replica, so [Guard.Run]
 // reports it as ran == false with a nil error; [Guard.TryAcquire], for callers
@@ -38,5 +44,7 @@
 // its own timeout: cancelling a statement does not stop the server from
 // committing it. Whatever it took is given back at once, so the job is not
 // left taken until AtMost by a run that never started. [Guard.Close] waits
-// for those give-backs; call it before the process exits.
+// for those give-backs and closes the Guard's prepared statements; call it
+// before the process exits. Tries after Close are refused with an error
+// matching [sqllock.ErrClosed]; runs already under way can still release.
 package jobguard

@@ -125,10 +125,10 @@ func TestHoldAtLeast(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(infos) != 1 || infos[0].Name != long.Name || infos[0].Running || infos[0].Token <= 0 {
+		if len(infos) != 1 || infos[0].Key != long.Name || infos[0].Holds != 0 || infos[0].Token <= 0 {
 			t.Fatalf("List = %+v; want %q, released, with a token", infos, long.Name)
 		}
-		if d := infos[0].LockedUntil.Sub(infos[0].LockedAt); d < 29*time.Second || d > 31*time.Second {
+		if d := infos[0].ExpiresAt.Sub(infos[0].AcquiredAt); d < 29*time.Second || d > 31*time.Second {
 			t.Errorf("released row kept for %v after its start, want AtLeast = 30s", d)
 		}
 
@@ -324,7 +324,7 @@ func TestCancelledContext(t *testing.T) {
 
 // TestSchemaMatchesMigration keeps Schema and the shipped migrations in
 // step: a table made from Schema has the columns, types, collations and
-// indexes of the one migrations 00004 and 00006 leave behind.
+// indexes of the one migrations 00004, 00006 and 00007 leave behind.
 func TestSchemaMatchesMigration(t *testing.T) {
 	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
 		if got, want := testdb.Shape(t, db, jobTable(t, db)), testdb.Shape(t, db, jobguard.DefaultTable); got != want {

@@ -25,8 +25,8 @@ var identityTables = []struct {
 		"INSERT INTO sqllock_locks (lock_key, owner, host, hold_count, token, acquired_at, expires_at) VALUES (?, ?, 'h', 1, 1, NOW, NOW)", true},
 	{"sqllock_rows", []string{"lock_key"}, "INSERT INTO sqllock_rows (lock_key, token) VALUES (?, 0)", false},
 	{"sqllock_versions", []string{"lock_key"}, "INSERT INTO sqllock_versions (lock_key, version) VALUES (?, 1)", true},
-	{"sqllock_jobs", []string{"name", "owner"},
-		"INSERT INTO sqllock_jobs (name, owner, locked_by, token, locked_at, locked_until) VALUES (?, ?, 'h', 1, NOW, NOW)", true},
+	{"sqllock_jobs", []string{"lock_key", "owner"},
+		"INSERT INTO sqllock_jobs (lock_key, owner, host, hold_count, token, acquired_at, expires_at) VALUES (?, ?, 'h', 1, 1, NOW, NOW)", true},
 	{"sqllock_fence_tokens", []string{"resource"}, "INSERT INTO sqllock_fence_tokens (resource, last_token) VALUES (?, 1)", true},
 }
 

@@ -23,7 +23,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/rowlease"
 )
 
 // Option configures a Reaper.
@@ -90,15 +90,12 @@ func WithLogger(l *slog.Logger) Option {
 
 // Reaper deletes expired lock rows.
 type Reaper struct {
-	db      *sql.DB
-	dialect sqllock.Dialect
-	cfg     config
-	query   string
-	channel string
+	tbl *rowlease.Table
+	cfg config
 }
 
 // New returns a Reaper for db's lock table. It does not touch the database
-// until Run or Sweep, and never closes db.
+// until Run or Sweep, holds nothing to close, and never closes db.
 func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Reaper, error) {
 	if db == nil {
 		return nil, fmt.Errorf("reaper: %w: nil *sql.DB", sqllock.ErrInvalidOption)
@@ -109,35 +106,13 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Reaper, error) {
 			return nil, fmt.Errorf("reaper: %w", err)
 		}
 	}
-	t, err := sqlutil.QuoteIdent(d, cfg.table)
+	// Notify: a reaped row whose holder never released wakes the waiters
+	// of its key.
+	tbl, err := rowlease.Open(db, d, rowlease.Config{Table: cfg.table, Notify: true})
 	if err != nil {
-		return nil, fmt.Errorf("reaper: table: %w", err)
+		return nil, fmt.Errorf("reaper: %w", err)
 	}
-	r := &Reaper{db: db, dialect: d, cfg: cfg}
-	switch d {
-	case sqllock.Postgres:
-		r.channel = sqlutil.NotifyChannel(cfg.table)
-		// SKIP LOCKED: a row being taken over right now is left for the next
-		// sweep instead of blocking it. Keys whose holder never released
-		// (owner still set) are notified.
-		r.query = `WITH d AS (
-	DELETE FROM ` + t + ` WHERE lock_key IN (
-		SELECT lock_key FROM ` + t + `
-		WHERE expires_at < now() - $1 * interval '1 microsecond'
-		LIMIT $2 FOR UPDATE SKIP LOCKED)
-	AND expires_at < now() - $1 * interval '1 microsecond'
-	RETURNING lock_key, owner
-)
-SELECT count(*), count(pg_notify($3, lock_key)) FILTER (WHERE owner <> '') FROM d`
-	case sqllock.MySQL:
-		r.query = `DELETE FROM ` + t + ` WHERE expires_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND ORDER BY expires_at LIMIT ?`
-	case sqllock.SQLite:
-		r.query = `DELETE FROM ` + t + ` WHERE lock_key IN (
-	SELECT lock_key FROM ` + t + ` WHERE expires_at < CAST(unixepoch('subsec') * 1000000 AS INTEGER) - ?1 LIMIT ?2)`
-	default:
-		return nil, fmt.Errorf("reaper: %w: dialect %v", sqllock.ErrUnsupported, d)
-	}
-	return r, nil
+	return &Reaper{tbl: tbl, cfg: cfg}, nil
 }
 
 // Run sweeps at once and then every interval until ctx ends; it returns nil
@@ -168,7 +143,7 @@ func (r *Reaper) Run(ctx context.Context) error {
 func (r *Reaper) Sweep(ctx context.Context) (int64, error) {
 	var total int64
 	for {
-		n, err := r.batch(ctx)
+		n, err := r.tbl.Reap(ctx, r.cfg.grace, r.cfg.batch)
 		total += n
 		if err != nil {
 			return total, fmt.Errorf("reaper: sweep %s: %w", r.cfg.table, err)
@@ -177,18 +152,4 @@ func (r *Reaper) Sweep(ctx context.Context) (int64, error) {
 			return total, nil
 		}
 	}
-}
-
-func (r *Reaper) batch(ctx context.Context) (int64, error) {
-	grace := r.cfg.grace.Microseconds()
-	if r.dialect == sqllock.Postgres {
-		var n, notified int64
-		err := r.db.QueryRowContext(ctx, r.query, grace, r.cfg.batch, r.channel).Scan(&n, &notified)
-		return n, err
-	}
-	res, err := r.db.ExecContext(ctx, r.query, grace, r.cfg.batch)
-	if err != nil {
-		return 0, err
-	}
-	return res.RowsAffected()
 }

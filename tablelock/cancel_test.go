@@ -3,7 +3,9 @@ package tablelock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,4 +48,67 @@ func TestCancelledAcquireLeavesNothing(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestCutOffTryLeavesNothing: a try whose statement is cut off by its own
+// timeout while the caller still waits (MariaDB: the statement queues
+// behind a row lock past the timeout, and the server commits it once the
+// lock frees) does not leave the key taken for a TTL by an owner nobody
+// knows: a fresh owner's take is given back, after it, before the caller
+// hears of it. The table holds many expired rows besides, as a long-used
+// one does, so that MariaDB would rather find live rows through the
+// expires_at index, where the give-back would not wait for the take.
+func TestCutOffTryLeavesNothing(t *testing.T) {
+	db := testdb.Open(t, sqllock.MySQL)
+	ctx := context.Background()
+	table := fmt.Sprintf("tl_cutoff_%x", rand.Uint64())
+	if err := tablelock.CreateTable(ctx, db.DB, db.Dialect, table); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Exec("DROP TABLE " + table) })
+	dead := "INSERT INTO " + table + " VALUES " + strings.Repeat("(UUID(), '', 'h', 0, 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)),", 299) +
+		"(UUID(), '', 'h', 0, 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))"
+	if _, err := db.ExecContext(ctx, dead); err != nil {
+		t.Fatal(err)
+	}
+	l := newLocker(t, db, tablelock.WithTable(table), tablelock.WithTTL(time.Minute))
+	key := locktest.Key(t)
+	lease, err := l.Acquire(ctx, key) // the row exists, free, after this
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k []byte
+	if err := tx.QueryRow("SELECT lock_key FROM "+table+" WHERE lock_key = ? FOR UPDATE", key).Scan(&k); err != nil {
+		t.Fatal(err)
+	}
+	// Past the try's own 5s, then the lock frees and the take commits.
+	rolledBack := make(chan error, 1)
+	go func() {
+		time.Sleep(6 * time.Second)
+		rolledBack <- tx.Rollback()
+	}()
+	tctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if s, err := l.TryAcquire(tctx, key); err == nil {
+		s.Release(ctx)
+		t.Fatal("TryAcquire won although its statement waited past its timeout")
+	}
+	if err := <-rolledBack; err != nil {
+		t.Fatal(err)
+	}
+	l.Close() // waits for any give-back still under way
+	free, err := newLocker(t, db, tablelock.WithTable(table)).TryAcquire(ctx, key)
+	if err != nil {
+		t.Fatalf("key still taken after a try cut off by its timeout: %v", err)
+	}
+	if err := free.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
 }

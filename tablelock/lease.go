@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/leasestate"
+	"github.com/sqllock/sqllock/internal/lease"
+	"github.com/sqllock/sqllock/internal/rowlease"
 	"github.com/sqllock/sqllock/internal/sqlutil"
 )
 
@@ -23,37 +24,35 @@ type hold struct {
 	l     *Locker
 	id    holdID
 	token int64
+	ctx   context.Context    // the renewals' statements; ends with the hold
+	stop  context.CancelFunc // ends renewal
 
 	mu       sync.Mutex
 	deadline time.Time // the lease counts as lost from here on
 	leases   map[*Lease]struct{}
-	lostErr  error
-	stop     chan struct{} // closed to end the renewal goroutine
+	lost     bool
 	stopped  bool
 }
 
 // Lease is a held row of the lock table.
 type Lease struct {
+	base  lease.Base
 	h     *hold
-	key   string
 	owner string
-	token int64
-
-	st leasestate.State
 }
 
 // Key returns the key held.
-func (s *Lease) Key() string { return s.key }
+func (s *Lease) Key() string { return s.base.Key() }
 
 // Token returns the fencing token, strictly larger for each new holder of
 // the key. Reentrant acquisitions by one owner share one token.
-func (s *Lease) Token() int64 { return s.token }
+func (s *Lease) Token() int64 { return s.base.Token() }
 
 // Owner returns the owner recorded in the row.
 func (s *Lease) Owner() string { return s.owner }
 
 // Done is closed when the lease is released or lost.
-func (s *Lease) Done() <-chan struct{} { return s.st.Done() }
+func (s *Lease) Done() <-chan struct{} { return s.base.Done() }
 
 // Err is nil while the lease is held. After a loss it matches
 // sqllock.ErrLockLost, after Release sqllock.ErrReleased. It checks the
@@ -61,7 +60,7 @@ func (s *Lease) Done() <-chan struct{} { return s.st.Done() }
 // the loss even before the renewal goroutine runs.
 func (s *Lease) Err() error {
 	s.h.checkDeadline()
-	return s.st.Err()
+	return s.base.Err()
 }
 
 // Release gives one hold of the key back. The first call after a loss
@@ -70,86 +69,49 @@ func (s *Lease) Err() error {
 // It runs detached from ctx's cancellation, bounded by its own timeout, so
 // it is safe to defer with a context that has ended.
 func (s *Lease) Release(ctx context.Context) error {
-	if !s.st.MarkReleased() {
-		return fmt.Errorf("tablelock: release %q: %w", s.key, sqllock.ErrReleased)
-	}
+	s.h.checkDeadline() // a loss that came first is the one Release reports
+	return s.base.Release(ctx, s.free)
+}
 
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-	defer cancel()
-	lostErr := s.h.detach(s)
-	relErr := s.h.l.releaseRow(ctx, s.key, s.owner, s.token)
-	l := s.h.l
-	l.waiters.Signal(s.key)
-	l.closeStmtsIfIdle()
-	switch {
-	case lostErr != nil:
-		s.st.End(sqllock.ErrReleased)
-		return lostErr
-	case errors.Is(relErr, sqllock.ErrLockLost):
-		err := fmt.Errorf("tablelock: release %q: %w: the row is no longer ours", s.key, sqllock.ErrLockLost)
-		s.st.End(sqllock.ErrReleased)
-		return err
-	case relErr != nil:
-		s.st.End(sqllock.ErrReleased)
-		return fmt.Errorf("tablelock: release %q: %w (the row expires by itself)", s.key, relErr)
+// free is Release's own work: drop the hold, and give its row back.
+func (s *Lease) free(ctx context.Context, lost error) error {
+	h, l := s.h, s.h.l
+	h.detach(s)
+	if lost != nil && l.isClosed() {
+		return nil // Close freed the row
 	}
-	s.st.End(sqllock.ErrReleased)
+	err := l.tbl.Release(ctx, s.Key(), s.owner, s.Token(), 0)
+	l.waiters.Signal(s.Key())
+	switch {
+	case lost != nil:
+		return nil // the loss is the answer
+	case errors.Is(err, sqllock.ErrLockLost):
+		return s.base.Lost("the row is no longer ours (expired, taken or deleted)")
+	case err != nil:
+		return fmt.Errorf("tablelock: release %q: %w (the row expires by itself)", s.Key(), err)
+	}
 	return nil
 }
 
-// releaseRow runs the release statement, retrying transient errors within
-// ctx. It returns ErrLockLost when the row is no longer this holder's.
-func (l *Locker) releaseRow(ctx context.Context, key, owner string, token int64) error {
-	backoff := 5 * time.Millisecond
-	for {
-		n, err := l.execRelease(ctx, key, owner, token)
-		if err == nil {
-			if n == 0 {
-				return sqllock.ErrLockLost
-			}
-			return nil
-		}
-		if !sqlutil.IsRetryable(err) || ctx.Err() != nil {
-			return err
-		}
-		select {
-		case <-time.After(backoff):
-			backoff = min(2*backoff, 200*time.Millisecond)
-		case <-ctx.Done():
-			return err
-		}
-	}
-}
-
-func (l *Locker) execRelease(ctx context.Context, key, owner string, token int64) (int64, error) {
-	st, put, err := l.stmts.Stmt(ctx, l.db, l.q.release)
-	if err != nil {
-		return 0, err
-	}
-	defer put()
-	if l.dialect == sqllock.Postgres {
-		return countRows(st.QueryContext(ctx, key, owner, token, l.q.channel))
-	}
-	res, err := st.ExecContext(ctx, key, owner, token)
-	if err != nil {
-		return 0, err
-	}
-	return res.RowsAffected()
-}
-
-// newLease records a won attempt. start is when the acquire statement was
-// sent: the database set the expiry from a clock reading no earlier than
-// that, so start+TTL-margin is before the row could be taken by another.
-func (l *Locker) newLease(key, owner string, a attempt, start time.Time) *Lease {
-	s := &Lease{key: key, owner: owner, token: a.token}
+// newLease records a won take, or returns nil when the Locker is closed.
+// start is when the take was sent: the database set the expiry from a
+// clock reading no earlier than that, so start+TTL-margin is before the
+// row could be taken by another.
+func (l *Locker) newLease(key, owner string, a rowlease.Attempt, start time.Time) *Lease {
+	s := &Lease{owner: owner}
+	s.base.Init("tablelock", key, a.Token)
 	deadline := start.Add(l.cfg.ttl - l.cfg.margin)
 	id := holdID{key, owner}
 
 	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
 	h := l.holds[id]
 	if h != nil {
 		h.mu.Lock()
-		if h.token == a.token && h.lostErr == nil && !h.stopped {
+		if h.token == a.Token && !h.lost && !h.stopped {
 			h.leases[s] = struct{}{}
 			if deadline.After(h.deadline) {
 				h.deadline = deadline
@@ -162,31 +124,26 @@ func (l *Locker) newLease(key, owner string, a attempt, start time.Time) *Lease 
 		h.mu.Unlock()
 		// A different token means the old hold expired and this owner took
 		// the key afresh; the old leases are lost.
-		defer h.lose(errors.New("the key was taken again with a new token"))
+		defer h.lose("the key was taken again with a new token", true)
 	}
 	h = &hold{
-		l: l, id: id, token: a.token, deadline: deadline,
+		l: l, id: id, token: a.Token, deadline: deadline,
 		leases: map[*Lease]struct{}{s: {}},
-		stop:   make(chan struct{}),
 	}
+	h.ctx, h.stop = context.WithCancel(context.Background())
 	l.holds[id] = h
+	l.renewers.Add(1)
 	l.mu.Unlock()
 	s.h = h
 	go h.renewLoop()
 	return s
 }
 
-// detach removes a released lease from its hold. It returns the loss error
-// if the hold was lost, and stops renewal when no lease is left.
-func (h *hold) detach(s *Lease) error {
-	h.checkDeadline()
+// detach removes a released lease from its hold, and ends the hold with
+// its last lease.
+func (h *hold) detach(s *Lease) {
 	h.mu.Lock()
 	delete(h.leases, s)
-	if h.lostErr != nil {
-		err := h.lostErr
-		h.mu.Unlock()
-		return fmt.Errorf("tablelock: release %q: %w", h.id.key, err)
-	}
 	last := len(h.leases) == 0
 	if last {
 		h.halt()
@@ -195,14 +152,13 @@ func (h *hold) detach(s *Lease) error {
 	if last {
 		h.forget()
 	}
-	return nil
 }
 
-// halt ends renewal. h.mu must be held.
+// halt ends renewal. h.mu held.
 func (h *hold) halt() {
 	if !h.stopped {
 		h.stopped = true
-		close(h.stop)
+		h.stop()
 	}
 }
 
@@ -223,19 +179,18 @@ func (h *hold) checkDeadline() {
 	past := !h.stopped && time.Now().After(h.deadline)
 	h.mu.Unlock()
 	if past {
-		h.lose(errors.New("not renewed before the safety margin"))
+		h.lose("not renewed before the safety margin", true)
 	}
 }
 
-// lose ends every lease of the hold with ErrLockLost.
-func (h *hold) lose(cause error) {
+// lose ends every lease of the hold as lost, for cause, and its renewal.
+func (h *hold) lose(cause string, warn bool) {
 	h.mu.Lock()
-	if h.lostErr != nil || h.stopped {
+	if h.lost || h.stopped {
 		h.mu.Unlock()
 		return
 	}
-	h.lostErr = fmt.Errorf("%w: %v", sqllock.ErrLockLost, cause)
-	err := fmt.Errorf("tablelock: lease %q (token %d): %w", h.id.key, h.token, h.lostErr)
+	h.lost = true
 	leases := make([]*Lease, 0, len(h.leases))
 	for s := range h.leases {
 		leases = append(leases, s)
@@ -243,10 +198,11 @@ func (h *hold) lose(cause error) {
 	h.halt()
 	h.mu.Unlock()
 	h.forget()
-	h.l.closeStmtsIfIdle()
-	h.l.cfg.logger.Warn("tablelock: lease lost", "key", h.id.key, "token", h.token, "cause", cause.Error())
+	if warn {
+		h.l.cfg.logger.Warn("tablelock: lease lost", "key", h.id.key, "token", h.token, "cause", cause)
+	}
 	for _, s := range leases {
-		s.st.End(err)
+		s.base.Lose(s.base.Lost(cause))
 	}
 }
 
@@ -255,20 +211,21 @@ func (h *hold) lose(cause error) {
 // permanent error, or a spent deadline ends the lease.
 func (h *hold) renewLoop() {
 	l := h.l
+	defer l.renewers.Done()
 	next := time.NewTimer(l.cfg.renew)
 	defer next.Stop()
 	retry := l.cfg.renew / 8
 	for {
 		h.mu.Lock()
-		left := time.Until(h.deadline)
+		dl := h.deadline
 		h.mu.Unlock()
-		expiry := time.NewTimer(left)
+		expiry := time.NewTimer(time.Until(dl))
 		select {
-		case <-h.stop:
+		case <-h.ctx.Done():
 			expiry.Stop()
 			return
 		case <-expiry.C:
-			h.lose(errors.New("not renewed before the safety margin"))
+			h.lose("not renewed before the safety margin", true)
 			return
 		case <-next.C:
 		}
@@ -276,12 +233,14 @@ func (h *hold) renewLoop() {
 
 		start := time.Now()
 		h.mu.Lock()
-		dl := h.deadline
+		dl = h.deadline
 		h.mu.Unlock()
-		ctx, cancel := context.WithDeadline(context.Background(), dl)
-		ok, err := l.renewRow(ctx, h.id.key, h.id.owner, h.token)
+		ctx, cancel := context.WithDeadline(h.ctx, dl)
+		ok, err := l.tbl.Renew(ctx, h.id.key, h.id.owner, h.token, l.cfg.ttl)
 		cancel()
 		switch {
+		case h.ctx.Err() != nil:
+			return // released or lost meanwhile
 		case err == nil && ok:
 			h.mu.Lock()
 			if d := start.Add(l.cfg.ttl - l.cfg.margin); d.After(h.deadline) {
@@ -290,35 +249,14 @@ func (h *hold) renewLoop() {
 			h.mu.Unlock()
 			next.Reset(l.cfg.renew)
 		case err == nil:
-			h.lose(errors.New("the row is no longer ours (expired, taken or deleted)"))
+			h.lose("the row is no longer ours (expired, taken or deleted)", true)
 			return
 		case sqlutil.IsRetryable(err) || errors.Is(err, context.DeadlineExceeded):
 			l.cfg.logger.Info("tablelock: renewal failed, retrying", "key", h.id.key, "error", err.Error())
 			next.Reset(retry)
 		default:
-			h.lose(fmt.Errorf("renewal failed: %w", err))
+			h.lose(fmt.Sprintf("renewal failed: %v", err), true)
 			return
 		}
 	}
-}
-
-func (l *Locker) renewRow(ctx context.Context, key, owner string, token int64) (bool, error) {
-	st, put, err := l.stmts.Stmt(ctx, l.db, l.q.renew)
-	if err != nil {
-		return false, err
-	}
-	defer put()
-	ttl := l.cfg.ttl.Microseconds()
-	var args []any
-	if l.dialect == sqllock.MySQL {
-		args = []any{ttl, key, owner, token}
-	} else {
-		args = []any{key, owner, token, ttl}
-	}
-	res, err := st.ExecContext(ctx, args...)
-	if err != nil {
-		return false, err
-	}
-	n, err := res.RowsAffected()
-	return n == 1, err
 }

@@ -106,10 +106,13 @@ func WithMaxBackoff(d time.Duration) Option {
 	}
 }
 
-// WithNotify turns PostgreSQL LISTEN/NOTIFY wake-ups on or off (default on).
-// With it on, Release and the reaper notify the key, and one listening
-// connection per Locker wakes every blocked waiter at once. It needs the
-// pgx stdlib driver; with another driver waiters fall back to backoff.
+// WithNotify turns PostgreSQL LISTEN/NOTIFY wake-ups of this Locker's
+// waiters on or off (default on). With it on, one listening connection per
+// Locker, open while any Acquire waits, wakes a blocked waiter as soon as
+// another process frees its key. It needs the pgx stdlib driver; with
+// another driver waiters fall back to backoff. Either way, the statements
+// that free a key (Release, ReleaseKey, ForceRelease, Close, the reaper)
+// announce it, so that other Lockers' waiters hear of it.
 func WithNotify(on bool) Option {
 	return func(c *config) error {
 		c.notify = on

@@ -2,6 +2,7 @@ package tablelock_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -13,8 +14,8 @@ import (
 
 // TestCloseClosesStatements: closed Lockers leave no prepared statement on
 // the server, where each counts toward max_prepared_stmt_count until every
-// prepare on the server fails. A lease held across Close keeps renewing on
-// its statements, which close when it ends. Counted on one MariaDB session.
+// prepare on the server fails. Close closes them even while a lease is
+// held: it ends that lease. Counted on one MariaDB session.
 func TestCloseClosesStatements(t *testing.T) {
 	db := testdb.Fresh(t, sqllock.MySQL, 1)
 	ctx := context.Background()
@@ -42,8 +43,8 @@ func TestCloseClosesStatements(t *testing.T) {
 		t.Errorf("50 closed Lockers left %d prepared statements open on the session", after-before)
 	}
 
-	// A lease outliving its Locker's Close renews past its TTL, then its
-	// Release closes the statements.
+	// Close ends a lease still held as lost and closes the statements at
+	// once; the lease's Release afterwards leaves none open either.
 	l, err := tablelock.New(db.DB, db.Dialect, tablelock.WithTTL(300*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -52,15 +53,19 @@ func TestCloseClosesStatements(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.Close()
-	time.Sleep(time.Second)
-	if err := lease.Err(); err != nil {
-		t.Fatalf("a lease held across Close stopped renewing: %v", err)
-	}
-	if err := lease.Release(ctx); err != nil {
+	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
+	if err := lease.Err(); !errors.Is(err, sqllock.ErrLockLost) {
+		t.Fatalf("a lease held across Close: Err = %v, want ErrLockLost", err)
+	}
 	if after, _ := testdb.SessionStatements(t, db.DB); after != before {
-		t.Errorf("the last lease of a closed Locker ended, %d prepared statements still open", after-before)
+		t.Errorf("a Locker closed while holding a lease left %d prepared statements open", after-before)
+	}
+	if err := lease.Release(ctx); !errors.Is(err, sqllock.ErrLockLost) {
+		t.Errorf("Release of a lease ended by Close = %v, want ErrLockLost", err)
+	}
+	if after, _ := testdb.SessionStatements(t, db.DB); after != before {
+		t.Errorf("the Release of a lease ended by Close left %d prepared statements open", after-before)
 	}
 }

@@ -305,9 +305,9 @@ func jobWorker(ctx context.Context, args []string, e env) error {
 // deleteJob removes the demo's job row: demo runs should leave no trace in
 // sqllock_jobs.
 func deleteJob(ctx context.Context, db *sql.DB, d sqllock.Dialect, name string) {
-	q := `DELETE FROM sqllock_jobs WHERE name = ?`
+	q := `DELETE FROM sqllock_jobs WHERE lock_key = ?`
 	if d == sqllock.Postgres {
-		q = `DELETE FROM sqllock_jobs WHERE name = $1`
+		q = `DELETE FROM sqllock_jobs WHERE lock_key = $1`
 	}
 	_, _ = db.ExecContext(ctx, q, name)
 }

@@ -99,11 +99,11 @@ func listLocks(ctx context.Context, l *tablelock.Locker, g *jobguard.Guard) ([]l
 	}
 	for _, j := range jobs {
 		state := "done (hold-at-least)"
-		if j.Running {
+		if j.Holds > 0 {
 			state = "running"
 		}
-		rows = append(rows, lockRow{Kind: "job", Key: j.Name, Owner: state, Host: j.LockedBy, Token: j.Token,
-			Acquired: j.LockedAt, Expires: j.LockedUntil, HeldForMS: time.Since(j.LockedAt).Milliseconds()})
+		rows = append(rows, lockRow{Kind: "job", Key: j.Key, Owner: state, Host: j.Host, Token: j.Token,
+			Acquired: j.AcquiredAt, Expires: j.ExpiresAt, HeldForMS: j.HeldFor.Milliseconds()})
 	}
 	return rows, nil
 }

@@ -52,8 +52,12 @@ func Shape(t testing.TB, db *DB, table string) string {
 	}
 	switch db.Dialect {
 	case sqllock.Postgres:
+		// By name, not position: PostgreSQL adds a column last and cannot
+		// move it, so a table a migration widened in place lists its
+		// columns in another order than one created whole. Statements name
+		// their columns; the order changes nothing.
 		add(`SELECT column_name, data_type, character_maximum_length, is_nullable, column_default, collation_name
-FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_position`, table)
+FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1 ORDER BY column_name`, table)
 		n := len(lines)
 		add(`SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() AND tablename = $1`, table)
 		slices.Sort(lines[n:])

@@ -1,0 +1,204 @@
+package rowlease
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sqllock/sqllock/internal/backoff"
+	"github.com/sqllock/sqllock/internal/waitq"
+)
+
+// listenLinger keeps the listening session open this long after the last
+// waiter leaves, so bursts of contention do not pay a LISTEN each.
+const listenLinger = 2 * time.Second
+
+// errCannotListen: the driver behind the *sql.DB cannot receive
+// announcements, so waiters poll.
+var errCannotListen = errors.New("rowlease: the driver cannot listen for releases")
+
+// notifier is a store whose dialect announces freed keys to other
+// sessions (PostgreSQL NOTIFY).
+type notifier interface {
+	// listen holds one session of db listening to the table's
+	// announcements, calls onReady once it listens, and wake with each key
+	// announced, until ctx ends or the session fails. It returns
+	// errCannotListen when the driver cannot.
+	listen(ctx context.Context, db *sql.DB, onReady func(), wake func(key string)) error
+	listenChannel() string
+}
+
+// Listener wakes the waiters of a queue when a key of the table is freed
+// by another session: one session per Listener listens while any waiter
+// is subscribed.
+type Listener struct {
+	db  *sql.DB
+	n   notifier
+	w   *waitq.Queue
+	log *slog.Logger
+
+	mu     sync.Mutex
+	users  int
+	ready  chan struct{} // closed once listening (or failed)
+	err    error         // why the last start failed
+	cancel context.CancelFunc
+	exited chan struct{}
+	linger *time.Timer
+	closed bool
+	broken bool // the driver cannot listen: stop trying
+
+	beforeRelisten func() // tests: runs before each reconnection's LISTEN
+}
+
+// Listener returns a Listener that signals q with every key of the table
+// another session frees, or nil where the dialect announces nothing or
+// the Table was opened without Config.Notify: then waiters poll.
+func (t *Table) Listener(q *waitq.Queue, log *slog.Logger) *Listener {
+	n, ok := t.st.(notifier)
+	if !ok || !t.cfg.Notify {
+		return nil
+	}
+	return &Listener{db: t.h.DB, n: n, w: q, log: log}
+}
+
+// SetBeforeRelisten makes ln call f each time it has lost its session and
+// is about to listen again. For tests.
+func (ln *Listener) SetBeforeRelisten(f func()) { ln.beforeRelisten = f }
+
+// Subscribe registers a waiter and returns once the table's announcements
+// are being listened to. After an error the waiter is not registered and
+// must poll.
+func (ln *Listener) Subscribe(ctx context.Context) error {
+	ln.mu.Lock()
+	if ln.closed || ln.broken {
+		ln.mu.Unlock()
+		return errCannotListen
+	}
+	ln.users++
+	if ln.linger != nil {
+		ln.linger.Stop()
+		ln.linger = nil
+	}
+	if ln.cancel == nil {
+		ln.start()
+	}
+	ready := ln.ready
+	ln.mu.Unlock()
+	select {
+	case <-ready:
+	case <-ctx.Done():
+		ln.Unsubscribe()
+		return ctx.Err()
+	}
+	ln.mu.Lock()
+	err := ln.err
+	ln.mu.Unlock()
+	if err != nil {
+		ln.Unsubscribe()
+	}
+	return err
+}
+
+// Unsubscribe ends a Subscribe that returned nil.
+func (ln *Listener) Unsubscribe() {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	ln.users--
+	if ln.users == 0 && ln.cancel != nil && ln.linger == nil {
+		ln.linger = time.AfterFunc(listenLinger, func() {
+			ln.mu.Lock()
+			defer ln.mu.Unlock()
+			if ln.users == 0 && ln.linger != nil {
+				ln.linger = nil
+				ln.stopLocked()
+			}
+		})
+	}
+}
+
+// Close stops listening and waits for the listening goroutine to exit.
+func (ln *Listener) Close() {
+	ln.mu.Lock()
+	ln.closed = true
+	if ln.linger != nil {
+		ln.linger.Stop()
+		ln.linger = nil
+	}
+	exited := ln.exited
+	ln.stopLocked()
+	ln.mu.Unlock()
+	if exited != nil {
+		<-exited
+	}
+}
+
+func (ln *Listener) stopLocked() {
+	if ln.cancel != nil {
+		ln.cancel()
+		ln.cancel = nil
+	}
+}
+
+// start launches the listening goroutine. ln.mu held.
+func (ln *Listener) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	ln.cancel = cancel
+	ln.ready = make(chan struct{})
+	ln.err = nil
+	ln.exited = make(chan struct{})
+	go ln.run(ctx, ln.ready, ln.exited)
+}
+
+func (ln *Listener) run(ctx context.Context, ready, exited chan struct{}) {
+	defer close(exited)
+	first := true
+	e := backoff.Exp{Min: 10 * time.Millisecond, Max: time.Second}
+	for ctx.Err() == nil {
+		if !first && ln.beforeRelisten != nil {
+			ln.beforeRelisten()
+		}
+		err := ln.n.listen(ctx, ln.db, func() {
+			if first {
+				first = false
+				close(ready)
+			} else {
+				// Listening again. A release announced since the wake-up
+				// below, before the session was back, went unheard: let
+				// every waiter look again, or it sleeps until its holder's
+				// lease would have expired.
+				ln.w.SignalAll()
+			}
+			e.Reset()
+		}, ln.w.Signal)
+		if ctx.Err() != nil {
+			break
+		}
+		// Whatever was released before the session failed may have gone
+		// unheard: let every waiter look again now.
+		ln.w.SignalAll()
+		if errors.Is(err, errCannotListen) || first {
+			ln.mu.Lock()
+			ln.err = err
+			if errors.Is(err, errCannotListen) {
+				ln.broken = true
+			}
+			ln.cancel = nil
+			ln.mu.Unlock()
+			if first {
+				close(ready)
+			}
+			return
+		}
+		ln.log.Info("sqllock: lock table listener reconnecting", "channel", ln.n.listenChannel(), "error", err.Error())
+		_ = backoff.Sleep(ctx, e.Advance())
+	}
+	if first {
+		ln.mu.Lock()
+		ln.err = context.Canceled
+		ln.mu.Unlock()
+		close(ready)
+	}
+}

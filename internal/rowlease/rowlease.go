@@ -1,0 +1,366 @@
+// Package rowlease is the expiring-row engine under tablelock, jobguard and
+// the reaper: a key is held while its row in a lock table names an owner
+// and an expiry ahead of the database clock.
+//
+// The engine owns every statement about such a row: take it when it is
+// free or expired (or held by the same owner, one hold more) with a fresh
+// fencing token, renew it, give a hold back, free it for an operator, list
+// and reap the rows. Each dialect's statements, their arguments and how
+// their results are read live in its store_<dialect>.go file, which
+// registers itself; the rest of the package, and its users, never ask which
+// dialect they are on. The policies stay with the users: tablelock's
+// renewal and waiting, jobguard's hold-at-most and hold-at-least, the
+// reaper's schedule.
+//
+// Every time comparison runs on the database clock, inside the statement.
+package rowlease
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/backoff"
+	"github.com/sqllock/sqllock/internal/lease"
+	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/stmtcache"
+)
+
+// Config describes one lock table.
+type Config struct {
+	// Table is the table's name, optionally schema-qualified; it is
+	// validated and quoted.
+	Table string
+	// Notify: the statements that free a key announce it to other
+	// sessions where the dialect can (PostgreSQL NOTIFY on the table's
+	// channel), so that their waiters look again at once.
+	Notify bool
+	// AsyncCommit: the statements of a lease (take, renew, release) commit
+	// without waiting for the WAL flush, where the dialect can (PostgreSQL
+	// synchronous_commit = off for those statements only).
+	AsyncCommit bool
+	// Freed, when set, is called with a key that the engine gave back by
+	// itself (the give-back of a detached take whose caller had gone), so
+	// that the caller's waiters in this process look again.
+	Freed func(key string)
+}
+
+// Table is one lock table. It is safe for concurrent use. Close it when done.
+type Table struct {
+	h   handle
+	st  store
+	cfg Config
+
+	mu     sync.Mutex
+	closed bool
+	bg     sync.WaitGroup // detached takes and their give-backs
+}
+
+// errClosed: a detached take was asked of a closed Table.
+var errClosed = fmt.Errorf("%w: its lock table is closed", sqllock.ErrClosed)
+
+// Open returns the Table cfg names on db for dialect d. It does not touch
+// the database.
+func Open(db *sql.DB, d sqllock.Dialect, cfg Config) (*Table, error) {
+	st, err := newStore(d, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Table{h: handle{DB: db, stmts: new(stmtcache.Cache)}, st: st, cfg: cfg}, nil
+}
+
+// newStore builds d's store for the table cfg names.
+func newStore(d sqllock.Dialect, cfg Config) (store, error) {
+	if !d.Valid() {
+		return nil, fmt.Errorf("%w: unknown dialect %v", sqllock.ErrInvalidOption, d)
+	}
+	open, ok := stores[d]
+	if !ok {
+		return nil, fmt.Errorf("%w: dialect %v has no lock table", sqllock.ErrUnsupported, d)
+	}
+	t, err := sqlutil.QuoteIdent(d, cfg.Table)
+	if err != nil {
+		return nil, fmt.Errorf("table: %w", err)
+	}
+	// The index name must be unique per schema on PostgreSQL and SQLite.
+	idx, err := sqlutil.QuoteIdent(d, strings.ReplaceAll(cfg.Table, ".", "_")+"_expires_at")
+	if err != nil {
+		return nil, fmt.Errorf("table: %w", err)
+	}
+	return open(names{table: t, index: idx, channel: sqlutil.NotifyChannel(cfg.Table)}, cfg), nil
+}
+
+// Schema returns the DDL of a lock table named table for d: the table
+// migration 00001 leaves under sqllock_locks and 00007 turns sqllock_jobs
+// into.
+func Schema(d sqllock.Dialect, table string) (string, error) {
+	st, err := newStore(d, Config{Table: table})
+	if err != nil {
+		return "", err
+	}
+	return st.sql().ddl, nil
+}
+
+// CreateTable creates a lock table named table for d (see Schema). The
+// fencing sequence comes from the migrations alone.
+func CreateTable(ctx context.Context, db *sql.DB, d sqllock.Dialect, table string) error {
+	ddl, err := Schema(d, table)
+	if err != nil {
+		return err
+	}
+	if err := sqlutil.ExecScript(ctx, db, ddl); err != nil {
+		return fmt.Errorf("create table %s: %w", table, err)
+	}
+	return nil
+}
+
+// Close waits for the give-backs of detached takes and closes the prepared
+// statements; statements asked for later are prepared for one use. It
+// never closes the *sql.DB, and is idempotent.
+func (t *Table) Close() error {
+	t.mu.Lock()
+	t.closed = true
+	t.mu.Unlock()
+	t.bg.Wait() // each bounded by lease.ReleaseTimeout
+	return t.h.stmts.Close()
+}
+
+// Claim is one request for a key.
+type Claim struct {
+	Key   string
+	Owner string // a row held by Owner is taken again, one hold more
+	Host  string // recorded beside the owner, for operators
+	TTL   time.Duration
+	// ExpectFree: the caller expects the key to be free (a first try, or
+	// one woken by a release), so a dialect that reads before it writes
+	// to keep pollers off its write lock (SQLite) goes straight to the
+	// write.
+	ExpectFree bool
+	// Fresh: Owner is new to this claim, so nobody else holds a row under
+	// it, and a take whose outcome is unknown (cut off in flight) can be
+	// given back by owner.
+	Fresh bool
+}
+
+// Attempt is the outcome of one take.
+type Attempt struct {
+	Won   bool
+	Token int64 // the fencing token: of the row taken, or of its holder
+	Holds int64 // the row's hold count
+	// Host is the holder's, when not won; empty when unknown.
+	Host string
+	// Remaining is how long the holder's row stays taken, when not won;
+	// negative when unknown.
+	Remaining time.Duration
+}
+
+// Take runs one take of c.Key: the row is taken when it is free or
+// expired, with a new token larger than every earlier holder's, or gets
+// one hold more when c.Owner holds it.
+func (t *Table) Take(ctx context.Context, c Claim) (Attempt, error) {
+	a, err := t.st.take(ctx, t.h, c)
+	if err != nil {
+		return Attempt{Remaining: -1}, err
+	}
+	if a.Won {
+		a.Host, a.Remaining = "", 0
+	}
+	return a, nil
+}
+
+// TakeDetached runs Take so that the caller's cancellation cannot cut it
+// short on the server: a statement cancelled in flight can still commit
+// (on MariaDB the driver closes its socket, which a statement waiting on a
+// row lock does not notice; on PostgreSQL the answer may be on its way),
+// and the row would then stay taken, for a TTL, by an owner nobody knows.
+// So the statement runs under its own timeout (lease.ReleaseTimeout); a
+// caller whose ctx ends first gets ctx.Err() at once, and whatever the
+// statement won is given back, one hold, as soon as it returns. A take of a
+// Fresh owner cut off with its outcome unknown is given back by owner too.
+// Close waits for those give-backs. A ctx that cannot be cancelled runs
+// inline, without a goroutine.
+func (t *Table) TakeDetached(ctx context.Context, c Claim) (Attempt, error) {
+	if ctx.Done() == nil {
+		a, err := t.Take(ctx, c)
+		if err != nil && c.Fresh && outcomeUnknown(err) {
+			t.giveBack(c, 0)
+		}
+		return a, err
+	}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return Attempt{Remaining: -1}, errClosed
+	}
+	t.bg.Add(1)
+	t.mu.Unlock()
+	type result struct {
+		a   Attempt
+		err error
+	}
+	done := make(chan result) // unbuffered: a result is either taken or given back
+	gaveUp := make(chan struct{})
+	go func() {
+		defer t.bg.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lease.ReleaseTimeout)
+		a, err := t.Take(sctx, c)
+		cancel()
+		if err != nil && c.Fresh && outcomeUnknown(err) {
+			// Before the caller hears of it: it may try again under the
+			// same owner, and this must not free what that try takes.
+			t.giveBack(c, 0)
+		}
+		select {
+		case done <- result{a, err}:
+		case <-gaveUp:
+			if err == nil && a.Won {
+				t.giveBack(c, a.Token)
+			}
+		}
+	}()
+	select {
+	case r := <-done:
+		return r.a, r.err
+	case <-ctx.Done():
+		close(gaveUp)
+		return Attempt{Remaining: -1}, ctx.Err()
+	}
+}
+
+// outcomeUnknown reports whether a take that failed with err may still
+// have taken the row: the statement was cut off (its own timeout, a lost
+// connection) rather than refused by the server, which rolls it back.
+func outcomeUnknown(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || sqlutil.IsConnLoss(err)
+}
+
+// giveBack returns the hold a take of c won (token), or, with token 0, the
+// hold of c.Owner whatever its token. On MariaDB it queues for the row lock
+// behind a statement of the take still waiting there, and so runs after it.
+func (t *Table) giveBack(c Claim, token int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), lease.ReleaseTimeout)
+	defer cancel()
+	var err error
+	if token > 0 {
+		err = t.Release(ctx, c.Key, c.Owner, token, 0)
+	} else {
+		_, err = t.ReleaseOwner(ctx, c.Key, c.Owner)
+	}
+	if err == nil && t.cfg.Freed != nil {
+		t.cfg.Freed(c.Key)
+	}
+}
+
+// Renew extends key's row to ttl from now if owner holds it under token. It
+// reports false when the row is no longer that holder's (expired, taken,
+// freed, deleted).
+func (t *Table) Renew(ctx context.Context, key, owner string, token int64, ttl time.Duration) (bool, error) {
+	n, err := t.st.renew(ctx, t.h, key, owner, token, ttl)
+	return n == 1, err
+}
+
+// Release gives one hold of owner's row back. When it is the last, the row
+// is free from max(acquired_at + keep, now) on: keep is 0 for a lock,
+// jobguard's hold-at-least for a job. Transient errors are retried within
+// ctx. It returns an error matching sqllock.ErrLockLost when the row is no
+// longer that holder's.
+func (t *Table) Release(ctx context.Context, key, owner string, token int64, keep time.Duration) error {
+	var n int64
+	err := backoff.Retry(ctx, backoff.Exp{Min: 5 * time.Millisecond, Max: 200 * time.Millisecond}, sqlutil.IsRetryable,
+		func(ctx context.Context) (err error) {
+			n, err = t.st.release(ctx, t.h, key, owner, token, keep)
+			return err
+		})
+	if err == nil && n == 0 {
+		return fmt.Errorf("%w: the row is no longer this holder's", sqllock.ErrLockLost)
+	}
+	return err
+}
+
+// ReleaseOwner gives one hold of key back if owner holds it, whatever its
+// token: for a holder that no longer has its lease. It reports whether
+// owner held key.
+func (t *Table) ReleaseOwner(ctx context.Context, key, owner string) (bool, error) {
+	n, err := t.st.releaseOwner(ctx, t.h, key, owner)
+	return n > 0, err
+}
+
+// ForceRelease frees key, every hold, if it is still held under token: the
+// operator's action on a holder that List showed. It reports whether it
+// freed the key: false with a nil error when key is not held. When another
+// holder has key now, it frees nothing and returns an error matching
+// sqllock.ErrNotHeld that names that holder. An invalid key or a token
+// below 1 is refused before any statement.
+func (t *Table) ForceRelease(ctx context.Context, key string, token int64) (bool, error) {
+	if err := sqllock.ValidateKey(key); err != nil {
+		return false, err
+	}
+	if token <= 0 {
+		return false, fmt.Errorf("%w: token %d names no holder (tokens start at 1)", sqllock.ErrInvalidOption, token)
+	}
+	n, err := t.st.forceRelease(ctx, t.h, key, token)
+	if err != nil {
+		return false, err
+	}
+	if n > 0 {
+		return true, nil
+	}
+	var current int64
+	var owner, host string
+	err = t.h.queryRow(ctx, t.st.sql().holder, []any{key}, &current, &owner, &host)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("nothing released (token %d does not hold it): %w", token, err)
+	}
+	return false, fmt.Errorf("%w: held under token %d now, not %d (owner %q, host %s); nothing released",
+		sqllock.ErrNotHeld, current, token, owner, host)
+}
+
+// Info describes one held row, as List reports it.
+type Info struct {
+	Key        string
+	Owner      string // empty once released and only kept (jobguard's hold-at-least)
+	Host       string // hostname/pid of the process that took it
+	Holds      int    // reentrant hold count; 0 once released
+	Token      int64
+	AcquiredAt time.Time
+	ExpiresAt  time.Time
+	HeldFor    time.Duration // since AcquiredAt, on the database clock
+}
+
+// List returns the rows held now, by key.
+func (t *Table) List(ctx context.Context) ([]Info, error) {
+	rows, err := t.h.stmts.Query(ctx, t.h.DB, t.st.sql().list)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Info
+	for rows.Next() {
+		var in Info
+		var held int64
+		var acq, exp any
+		if err := rows.Scan(&in.Key, &in.Owner, &in.Host, &in.Holds, &in.Token, &acq, &exp, &held); err != nil {
+			return nil, err
+		}
+		in.AcquiredAt, in.ExpiresAt = sqlutil.ToTime(acq), sqlutil.ToTime(exp)
+		in.HeldFor = time.Duration(held) * time.Microsecond
+		out = append(out, in)
+	}
+	return out, rows.Err()
+}
+
+// Reap deletes at most batch rows expired for longer than grace, and
+// returns how many it deleted. Where the engine notifies (Config.Notify),
+// it announces the keys whose holder never released. Its statement is not
+// prepared: sweeps are rare, and a reaper has nothing to close.
+func (t *Table) Reap(ctx context.Context, grace time.Duration, batch int) (int64, error) {
+	return t.st.reap(ctx, t.h.DB, grace, batch)
+}

@@ -1,0 +1,136 @@
+package rowlease_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/rowlease"
+	"github.com/sqllock/sqllock/internal/testdb"
+)
+
+func TestMain(m *testing.M) { testdb.VerifyNoLeaks(m) }
+
+// table opens a lock table private to the test, closed and dropped when it
+// ends.
+func table(t *testing.T, db *testdb.DB, cfg rowlease.Config) *rowlease.Table {
+	t.Helper()
+	cfg.Table = fmt.Sprintf("rl_test_%x", rand.Uint64())
+	if err := rowlease.CreateTable(context.Background(), db.DB, db.Dialect, cfg.Table); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Exec("DROP TABLE " + cfg.Table) })
+	tbl, err := rowlease.Open(db.DB, db.Dialect, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tbl.Close() })
+	return tbl
+}
+
+func TestOpenRefusesBadInput(t *testing.T) {
+	db := testdb.Open(t, sqllock.SQLite)
+	for name, d := range map[string]sqllock.Dialect{"zero": 0, "unknown": 42} {
+		if _, err := rowlease.Open(db.DB, d, rowlease.Config{Table: "t"}); !errors.Is(err, sqllock.ErrInvalidOption) {
+			t.Errorf("%s dialect: Open = %v, want ErrInvalidOption", name, err)
+		}
+	}
+	for _, name := range []string{"", "a b", "t; DROP TABLE t", "a.b.c"} {
+		if _, err := rowlease.Open(db.DB, sqllock.SQLite, rowlease.Config{Table: name}); !errors.Is(err, sqllock.ErrInvalidOption) {
+			t.Errorf("table %q: Open = %v, want ErrInvalidOption", name, err)
+		}
+	}
+}
+
+// A take wins a free key with a fresh token, one hold more for its owner,
+// and nothing for another owner, who learns the holder and how long it
+// stays. A release with keep leaves the row free of holders but taken
+// until acquired_at + keep; ForceRelease by its token frees it at once.
+func TestTakeReleaseKeep(t *testing.T) {
+	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
+		ctx := context.Background()
+		tbl := table(t, db, rowlease.Config{})
+		mine := rowlease.Claim{Key: "k", Owner: "owner-a", Host: "host-a", TTL: time.Minute}
+		a, err := tbl.Take(ctx, mine)
+		if err != nil || !a.Won || a.Token <= 0 || a.Holds != 1 {
+			t.Fatalf("first take = %+v, %v; want won, one hold, a token", a, err)
+		}
+		again, err := tbl.Take(ctx, mine)
+		if err != nil || !again.Won || again.Token != a.Token || again.Holds != 2 {
+			t.Fatalf("take by the holder = %+v, %v; want won, two holds, token %d", again, err, a.Token)
+		}
+		theirs := rowlease.Claim{Key: "k", Owner: "owner-b", Host: "host-b", TTL: time.Minute}
+		r, err := tbl.Take(ctx, theirs)
+		if err != nil || r.Won || r.Host != "host-a" || r.Remaining < 50*time.Second {
+			t.Fatalf("take by another owner = %+v, %v; want refused by host-a for about a minute", r, err)
+		}
+
+		for range 2 {
+			if err := tbl.Release(ctx, "k", "owner-a", a.Token, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tbl.Release(ctx, "k", "owner-a", a.Token, 0); !errors.Is(err, sqllock.ErrLockLost) {
+			t.Errorf("a third release of two holds = %v, want ErrLockLost", err)
+		}
+		infos, err := tbl.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(infos) != 1 || infos[0].Holds != 0 || infos[0].Owner != "" || infos[0].Token != a.Token {
+			t.Fatalf("List after the last release with keep = %+v; want the row kept, no holder", infos)
+		}
+		if kept := infos[0].ExpiresAt.Sub(infos[0].AcquiredAt); kept < 59*time.Minute || kept > 61*time.Minute {
+			t.Errorf("row kept %v after its acquisition, want an hour", kept)
+		}
+		if r, err := tbl.Take(ctx, theirs); err != nil || r.Won {
+			t.Fatalf("take inside the keep = %+v, %v; want refused", r, err)
+		}
+
+		if ok, err := tbl.ForceRelease(ctx, "k", a.Token+1); ok || !errors.Is(err, sqllock.ErrNotHeld) {
+			t.Errorf("ForceRelease naming another token = %v, %v; want ErrNotHeld", ok, err)
+		}
+		if ok, err := tbl.ForceRelease(ctx, "k", a.Token); !ok || err != nil {
+			t.Fatalf("ForceRelease = %v, %v; want freed", ok, err)
+		}
+		next, err := tbl.Take(ctx, theirs)
+		if err != nil || !next.Won || next.Token <= a.Token {
+			t.Fatalf("take after ForceRelease = %+v, %v; want won with a token above %d", next, err, a.Token)
+		}
+		if ok, err := tbl.ReleaseOwner(ctx, "k", "owner-a"); ok || err != nil {
+			t.Errorf("ReleaseOwner by a former holder = %v, %v; want nothing released", ok, err)
+		}
+		if ok, err := tbl.ReleaseOwner(ctx, "k", "owner-b"); !ok || err != nil {
+			t.Errorf("ReleaseOwner by the holder = %v, %v; want released", ok, err)
+		}
+	})
+}
+
+// A detached take whose caller gives up gives back what it won, and Close
+// waits for that: the key is free once Close returns.
+func TestTakeDetachedGivesBack(t *testing.T) {
+	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
+		tbl := table(t, db, rowlease.Config{})
+		for i := range 50 {
+			c := rowlease.Claim{Key: "k", Owner: fmt.Sprintf("owner-%d", i), Host: "h", TTL: time.Minute, Fresh: true}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rand.IntN(1500))*time.Microsecond)
+			a, err := tbl.TakeDetached(ctx, c)
+			cancel()
+			if err == nil && a.Won {
+				if err := tbl.Release(context.Background(), "k", c.Owner, a.Token, 0); err != nil {
+					t.Fatalf("round %d: %v", i, err)
+				}
+			}
+		}
+		if err := tbl.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if infos, err := tbl.List(context.Background()); err != nil || len(infos) != 0 {
+			t.Fatalf("after Close: %+v, %v; want nothing held", infos, err)
+		}
+	})
+}

@@ -1,0 +1,108 @@
+package rowlease
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	"github.com/sqllock/sqllock"
+)
+
+func init() { register(sqllock.MySQL, newMySQL) }
+
+// mysqlStore serves MariaDB: an upsert that returns the row as it left it
+// (INSERT ... RETURNING), whose owner says who won, tokens from
+// sqllock_fence_seq, and positional arguments.
+type mysqlStore struct {
+	statements
+	q struct{ take, renew, release, releaseOwner, forceRelease, reap string }
+}
+
+func newMySQL(n names, _ Config) store {
+	t := n.table
+	const now = `UTC_TIMESTAMP(6)`
+	s := &mysqlStore{}
+	// ON DUPLICATE KEY UPDATE assigns left to right and later clauses see
+	// earlier ones, so owner and expires_at, which the conditions read,
+	// come last. NEXTVAL in the update runs under the row lock.
+	s.q.take = `INSERT INTO ` + t + ` (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
+VALUES (?, ?, ?, 1, NEXTVAL(sqllock_fence_seq), ` + now + `, ` + now + ` + INTERVAL ? MICROSECOND)
+ON DUPLICATE KEY UPDATE
+	token       = IF(expires_at <= ` + now + `, NEXTVAL(sqllock_fence_seq), token),
+	hold_count  = IF(expires_at <= ` + now + `, 1, IF(owner = VALUES(owner), hold_count + 1, hold_count)),
+	acquired_at = IF(expires_at <= ` + now + `, VALUES(acquired_at), acquired_at),
+	host        = IF(expires_at <= ` + now + ` OR owner = VALUES(owner), VALUES(host), host),
+	owner       = IF(expires_at <= ` + now + `, VALUES(owner), owner),
+	expires_at  = IF(owner = VALUES(owner), GREATEST(expires_at, VALUES(expires_at)), expires_at)
+RETURNING owner, token, hold_count, host, TIMESTAMPDIFF(MICROSECOND, ` + now + `, expires_at)`
+	// The UPDATEs name the key's row through the primary key, never the
+	// expires_at index (which MariaDB prefers when few rows are live): a
+	// statement then waits for the row lock of a take still in flight, and
+	// runs after it. A give-back of a take cut off in flight relies on that
+	// (Table.TakeDetached).
+	pk := t + ` FORCE INDEX (PRIMARY)`
+	s.q.renew = `UPDATE ` + pk + ` SET expires_at = ` + now + ` + INTERVAL ? MICROSECOND
+WHERE lock_key = ? AND owner = ? AND token = ? AND expires_at > ` + now
+	// Single-table UPDATE assigns left to right too: owner and expires_at
+	// see hold_count already decremented.
+	s.q.release = `UPDATE ` + pk + ` SET hold_count = hold_count - 1,
+	owner      = IF(hold_count = 0, '', owner),
+	expires_at = IF(hold_count = 0, GREATEST(acquired_at + INTERVAL ? MICROSECOND, ` + now + `), expires_at)
+WHERE lock_key = ? AND owner = ? AND token = ? AND expires_at > ` + now
+	s.q.releaseOwner = `UPDATE ` + pk + ` SET hold_count = hold_count - 1,
+	owner      = IF(hold_count = 0, '', owner),
+	expires_at = IF(hold_count = 0, ` + now + `, expires_at)
+WHERE lock_key = ? AND owner = ? AND expires_at > ` + now
+	s.q.forceRelease = `UPDATE ` + pk + ` SET hold_count = 0, owner = '', expires_at = ` + now + `
+WHERE lock_key = ? AND token = ? AND expires_at > ` + now
+	s.q.reap = `DELETE FROM ` + t + ` WHERE expires_at < ` + now + ` - INTERVAL ? MICROSECOND ORDER BY expires_at LIMIT ?`
+	s.holder = `SELECT token, owner, host FROM ` + t + ` WHERE lock_key = ? AND expires_at > ` + now
+	s.list = `SELECT lock_key, owner, host, hold_count, token, acquired_at, expires_at,
+	TIMESTAMPDIFF(MICROSECOND, acquired_at, ` + now + `)
+FROM ` + t + ` WHERE expires_at > ` + now + ` ORDER BY lock_key`
+	// varbinary: keys and owners compare byte for byte, not by a collation
+	// that ignores case and trailing spaces.
+	s.ddl = `CREATE TABLE ` + t + ` (
+    lock_key    varbinary(255) NOT NULL PRIMARY KEY,
+    owner       varbinary(64)  NOT NULL,
+    host        varchar(255)   NOT NULL,
+    hold_count  int            NOT NULL,
+    token       bigint         NOT NULL,
+    acquired_at datetime(6)    NOT NULL,
+    expires_at  datetime(6)    NOT NULL,
+    KEY ` + n.index + ` (expires_at)
+) ENGINE=InnoDB;`
+	return s
+}
+
+func (s *mysqlStore) take(ctx context.Context, h handle, c Claim) (Attempt, error) {
+	var a Attempt
+	var owner string
+	var left int64
+	err := h.queryRow(ctx, s.q.take, []any{c.Key, c.Owner, c.Host, micros(c.TTL)}, &owner, &a.Token, &a.Holds, &a.Host, &left)
+	// The row as the upsert left it: ours if it names us (owners are
+	// varbinary, compared byte for byte here as there).
+	a.Won = owner == c.Owner
+	a.Remaining = remaining(left)
+	return a, err
+}
+
+func (s *mysqlStore) renew(ctx context.Context, h handle, key, owner string, token int64, ttl time.Duration) (int64, error) {
+	return h.exec(ctx, s.q.renew, micros(ttl), key, owner, token)
+}
+
+func (s *mysqlStore) release(ctx context.Context, h handle, key, owner string, token int64, keep time.Duration) (int64, error) {
+	return h.exec(ctx, s.q.release, micros(keep), key, owner, token)
+}
+
+func (s *mysqlStore) releaseOwner(ctx context.Context, h handle, key, owner string) (int64, error) {
+	return h.exec(ctx, s.q.releaseOwner, key, owner)
+}
+
+func (s *mysqlStore) forceRelease(ctx context.Context, h handle, key string, token int64) (int64, error) {
+	return h.exec(ctx, s.q.forceRelease, key, token)
+}
+
+func (s *mysqlStore) reap(ctx context.Context, db *sql.DB, grace time.Duration, batch int) (int64, error) {
+	return execReap(ctx, db, s.q.reap, grace, batch)
+}

@@ -1,0 +1,151 @@
+package rowlease
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/sqllock/sqllock"
+)
+
+func init() { register(sqllock.SQLite, newSQLite) }
+
+// sqliteNow is SQLite's clock in microseconds since the epoch, the unit of
+// the table's timestamps.
+const sqliteNow = `CAST(unixepoch('subsec') * 1000000 AS INTEGER)`
+
+// sqliteStore serves SQLite: no sequence, so a take bumps the fence row in
+// the transaction that takes the key; one writer at a time, so pollers
+// read before they write.
+type sqliteStore struct {
+	statements
+	q struct{ take, peek, fence, renew, release, releaseOwner, forceRelease, reap string }
+}
+
+func newSQLite(n names, _ Config) store {
+	t := n.table
+	const now = sqliteNow
+	s := &sqliteStore{}
+	// Runs inside a transaction: SQLite has one writer at a time, so the
+	// read of the fence row and its bump cannot interleave with another.
+	s.q.take = `INSERT INTO ` + t + ` AS t (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
+VALUES (?1, ?2, ?3, 1, (SELECT value + 1 FROM sqllock_fence WHERE id = 1), ` + now + `, ` + now + ` + ?4)
+ON CONFLICT (lock_key) DO UPDATE SET
+	token       = CASE WHEN t.expires_at > ` + now + ` THEN t.token ELSE excluded.token END,
+	hold_count  = CASE WHEN t.expires_at > ` + now + ` THEN t.hold_count + 1 ELSE 1 END,
+	acquired_at = CASE WHEN t.expires_at > ` + now + ` THEN t.acquired_at ELSE excluded.acquired_at END,
+	expires_at  = MAX(t.expires_at, excluded.expires_at),
+	owner       = excluded.owner,
+	host        = excluded.host
+WHERE t.expires_at <= ` + now + ` OR t.owner = excluded.owner
+RETURNING token, hold_count`
+	s.q.peek = `SELECT owner, token, hold_count, host, expires_at - ` + now + ` FROM ` + t + ` WHERE lock_key = ?1`
+	s.q.fence = `UPDATE sqllock_fence SET value = MAX(value, ?1) WHERE id = 1`
+	s.q.renew = `UPDATE ` + t + ` SET expires_at = ` + now + ` + ?4
+WHERE lock_key = ?1 AND owner = ?2 AND token = ?3 AND expires_at > ` + now
+	s.q.release = `UPDATE ` + t + ` SET hold_count = hold_count - 1,
+	owner      = CASE WHEN hold_count > 1 THEN owner ELSE '' END,
+	expires_at = CASE WHEN hold_count > 1 THEN expires_at ELSE MAX(acquired_at + ?4, ` + now + `) END
+WHERE lock_key = ?1 AND owner = ?2 AND token = ?3 AND expires_at > ` + now
+	s.q.releaseOwner = `UPDATE ` + t + ` SET hold_count = hold_count - 1,
+	owner      = CASE WHEN hold_count > 1 THEN owner ELSE '' END,
+	expires_at = CASE WHEN hold_count > 1 THEN expires_at ELSE ` + now + ` END
+WHERE lock_key = ?1 AND owner = ?2 AND expires_at > ` + now
+	s.q.forceRelease = `UPDATE ` + t + ` SET hold_count = 0, owner = '', expires_at = ` + now + `
+WHERE lock_key = ?1 AND token = ?2 AND expires_at > ` + now
+	s.q.reap = `DELETE FROM ` + t + ` WHERE lock_key IN (
+	SELECT lock_key FROM ` + t + ` WHERE expires_at < ` + now + ` - ?1 LIMIT ?2)`
+	s.holder = `SELECT token, owner, host FROM ` + t + ` WHERE lock_key = ?1 AND expires_at > ` + now
+	s.list = `SELECT lock_key, owner, host, hold_count, token, acquired_at, expires_at,
+	` + now + ` - acquired_at
+FROM ` + t + ` WHERE expires_at > ` + now + ` ORDER BY lock_key`
+	// Timestamps are microseconds since the Unix epoch.
+	s.ddl = `CREATE TABLE ` + t + ` (
+    lock_key    TEXT    NOT NULL PRIMARY KEY,
+    owner       TEXT    NOT NULL,
+    host        TEXT    NOT NULL,
+    hold_count  INTEGER NOT NULL,
+    token       INTEGER NOT NULL,
+    acquired_at INTEGER NOT NULL,
+    expires_at  INTEGER NOT NULL
+);
+CREATE INDEX ` + n.index + ` ON ` + t + ` (expires_at);`
+	return s
+}
+
+// take takes the key in one transaction with the bump of the fence row.
+// Its statements are prepared once (per connection, by database/sql):
+// parsing them on every call cost more than running them.
+func (s *sqliteStore) take(ctx context.Context, h handle, c Claim) (a Attempt, err error) {
+	sts, put, err := h.stmts.StmtAll(ctx, h.DB, s.q.peek, s.q.take, s.q.fence)
+	if err != nil {
+		return a, err
+	}
+	defer put()
+	peekSt, takeSt, fenceSt := sts[0], sts[1], sts[2]
+	var holder string
+	var left int64
+	if !c.ExpectFree {
+		// A read first: in WAL mode it takes no lock, so waiters polling a
+		// held key do not queue for the single write lock ahead of the
+		// holder's renewals and release.
+		err = peekSt.QueryRowContext(ctx, c.Key).Scan(&holder, &a.Token, &a.Holds, &a.Host, &left)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return a, err
+		case left > 0 && holder != c.Owner:
+			a.Remaining = remaining(left)
+			return a, nil
+		}
+	}
+	tx, err := h.BeginTx(ctx, nil)
+	if err != nil {
+		return a, err
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	// The upsert is the transaction's first statement, a write: SQLite
+	// takes the write lock there, so the fence read inside it and the bump
+	// below cannot interleave with another writer.
+	err = tx.StmtContext(ctx, takeSt).QueryRowContext(ctx, c.Key, c.Owner, c.Host, micros(c.TTL)).Scan(&a.Token, &a.Holds)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		if err = tx.StmtContext(ctx, peekSt).QueryRowContext(ctx, c.Key).Scan(&holder, &a.Token, &a.Holds, &a.Host, &left); err != nil {
+			return a, err
+		}
+		a.Remaining = remaining(left)
+	case err != nil:
+		return a, err
+	default:
+		a.Won = true
+		if _, err = tx.StmtContext(ctx, fenceSt).ExecContext(ctx, a.Token); err != nil {
+			return a, err
+		}
+	}
+	return a, tx.Commit()
+}
+
+func (s *sqliteStore) renew(ctx context.Context, h handle, key, owner string, token int64, ttl time.Duration) (int64, error) {
+	return h.exec(ctx, s.q.renew, key, owner, token, micros(ttl))
+}
+
+func (s *sqliteStore) release(ctx context.Context, h handle, key, owner string, token int64, keep time.Duration) (int64, error) {
+	return h.exec(ctx, s.q.release, key, owner, token, micros(keep))
+}
+
+func (s *sqliteStore) releaseOwner(ctx context.Context, h handle, key, owner string) (int64, error) {
+	return h.exec(ctx, s.q.releaseOwner, key, owner)
+}
+
+func (s *sqliteStore) forceRelease(ctx context.Context, h handle, key string, token int64) (int64, error) {
+	return h.exec(ctx, s.q.forceRelease, key, token)
+}
+
+func (s *sqliteStore) reap(ctx context.Context, db *sql.DB, grace time.Duration, batch int) (int64, error) {
+	return execReap(ctx, db, s.q.reap, grace, batch)
+}

@@ -1,0 +1,116 @@
+// Package tablelock implements [sqllock.Locker] with rows of a lock table,
+// on PostgreSQL, MySQL/MariaDB and SQLite alike. It needs no session state:
+// a held key costs no connection, works behind transaction-pooling proxies,
+// and survives the holder's connections coming and going.
+//
+//	l, err := tablelock.New(db, dialect, tablelock.WithTTL(30*time.Second))
+//	defer l.Close()
+//	lease, err := l.Acquire(ctx, "jobs/nightly")
+//	defer lease.Release(ctx)
+//
+// # Leases
+//
+// A lease is a row of the table (sqllock_locks, from migration 00001;
+// [WithTable] names another, made with [CreateTable]): the key, its owner
+// and the owner's host, a hold count, the fencing token, and when it was
+// acquired and expires. The key is held while its expiry is ahead of the
+// database clock. Every comparison of times runs on that clock, inside the
+// statements; the clocks of the clients never decide who holds a key.
+//
+// A held lease is renewed every [WithRenewInterval] (TTL/3 by default; the
+// TTL is [WithTTL], 30s by default) by one goroutine per held row, which
+// lives with the lease, not with the context of the Acquire that took it.
+// A renewal that fails for a transient reason (a dropped connection, a
+// deadlock, a busy database) is retried. A holder that cannot renew counts
+// its lease lost a safety margin ([WithSafetyMargin], TTL/10) before the
+// database would hand the key to anyone else, so it learns of the loss
+// first: [Lease.Done] closes, [Lease.Err] matches [sqllock.ErrLockLost]
+// (it reads the deadline itself, so a holder resumed from a long pause
+// knows at once), and [sqllock.Do] cancels its function.
+//
+// # Owners and reentrancy
+//
+// The owner is the one in the context ([sqllock.WithOwner]), or a fresh
+// random one for each call, so goroutines sharing a [Locker] exclude each
+// other. An owner that holds a key acquires it again at once: the hold
+// count grows, the token stays, and the key is free after as many
+// Releases. Owners, like keys, compare byte for byte.
+//
+// # Waiting
+//
+// A blocked [Locker.Acquire] holds no connection between its tries. The
+// waiters of a key in one Locker queue in arrival order, and a release
+// through the Locker wakes the first of them at once; a cancelled waiter
+// passes its wake-up on. Releases in other processes reach a waiter as
+// the dialect allows:
+//
+//   - PostgreSQL: the statements that free a key (Release, ReleaseKey,
+//     ForceRelease, Close, the reaper) NOTIFY it on the table's channel, and
+//     one connection per Locker LISTENs while any of its Acquires waits
+//     ([WithNotify]; it needs the pgx stdlib driver). Unless woken, a
+//     waiter sleeps until its holder's lease would expire, in case the
+//     holder died without a word.
+//   - MySQL/MariaDB and SQLite: waiters poll with exponential backoff and
+//     jitter, capped by [WithMaxBackoff] (100ms); the first in the queue
+//     polls from the bottom of the range, the others at the cap. On SQLite
+//     a poll reads before it writes, so pollers do not queue for the single
+//     write lock ahead of the holder's renewals and release.
+//
+// An Acquire whose context ends while its statement is in flight returns
+// at once with an error matching both [sqllock.ErrNotAcquired] and the
+// context's error. Its statement runs on under its own timeout, since a
+// cancelled statement can still commit, and whatever it took is given back
+// as soon as it returns; [Locker.Close] waits for that.
+//
+// # Fencing
+//
+// [Lease.Token] is drawn by the statement that takes the row, while it
+// takes it: from the shared sequence sqllock_fence_seq on PostgreSQL and
+// MariaDB, from the sqllock_fence row bumped in the same transaction on
+// SQLite. It is strictly larger for each new holder of a key; reentrant
+// holds share it. Hand it to the protected resource (package fence) so
+// that a holder paused past its lease cannot overwrite its successor's
+// work. [WithAsyncCommit] trades some of the durability behind these
+// guarantees for speed on PostgreSQL; read its caveats.
+//
+// # Close
+//
+// A [Locker] is an [io.Closer], and [Locker.Close] means what it means in
+// every strategy of this module:
+//
+//   - Acquisitions after Close are refused with an error matching
+//     [sqllock.ErrClosed] that names the key; an Acquire blocked at that
+//     moment returns an error matching both [sqllock.ErrClosed] and
+//     [sqllock.ErrNotAcquired].
+//   - Every key the Locker holds is freed (announced to waiters elsewhere
+//     on PostgreSQL), and those leases end as lost: Done is closed and Err
+//     matches [sqllock.ErrLockLost] with the cause "the Locker was closed".
+//     Their first Release returns that loss, later ones
+//     [sqllock.ErrReleased]. Lost, not released: the holder's work was cut
+//     short, and [sqllock.Do] cancels it. The leases end before their keys
+//     are freed, so no one else holds a key while its old holder still
+//     believes it does.
+//   - The renewals and the listener stop, the give-backs of cancelled
+//     Acquires finish, and the prepared statements are closed before Close
+//     returns.
+//   - The *sql.DB is the caller's: Close never closes it.
+//
+// Close is idempotent: later calls return nil.
+//
+// # Operators
+//
+// [Locker.List] shows the keys held now ([Info]: owner, host, holds,
+// token, how long held). [Locker.ForceRelease] frees a key for an operator,
+// if the holder List showed still has it (named by its token): its holder
+// finds out at its next renewal. [Locker.ReleaseKey] gives back one hold of
+// the owner in the context, for a process that restarted with a persistent
+// owner and no longer has its lease object. The sqllock command's locks
+// subcommand does the same from a shell.
+//
+// # Rows and the reaper
+//
+// A released row stays in the table, free, so a key used again reuses it.
+// Tables whose keys come and go keep every key they ever saw; package
+// reaper deletes rows expired for a while, in bounded batches. It is
+// housekeeping: an expired row is taken over with or without it.
+package tablelock
