@@ -39,10 +39,11 @@ type key struct {
 // leaves a statement in use to the last of them. (Holding a lock across
 // the use instead would stall every caller behind one long wait.)
 type entry struct {
-	st    *sql.Stmt     // nil while the first caller prepares it
-	ready chan struct{} // closed once that prepare is over
-	users int
-	gone  bool // removed by Close: the last user closes st
+	st      *sql.Stmt     // nil while the first caller prepares it
+	ready   chan struct{} // closed once that prepare is over
+	release func()        // what Stmt returns: made once, not per call
+	users   int
+	gone    bool // removed by Close: the last user closes st
 }
 
 // Stmt returns query prepared on db, and a function to call once the
@@ -68,7 +69,7 @@ func (c *Cache) Stmt(ctx context.Context, db Preparer, query string) (*sql.Stmt,
 		case ok && e.st != nil:
 			e.users++
 			c.mu.Unlock()
-			return e.st, func() { c.done(e) }, nil
+			return e.st, e.release, nil
 		case ok:
 			ready := e.ready
 			c.mu.Unlock()
@@ -79,7 +80,9 @@ func (c *Cache) Stmt(ctx context.Context, db Preparer, query string) (*sql.Stmt,
 				return nil, nil, ctx.Err()
 			}
 		}
-		e = &entry{ready: make(chan struct{})}
+		ne := &entry{ready: make(chan struct{})}
+		ne.release = func() { c.done(ne) }
+		e = ne
 		if c.m == nil {
 			c.m = make(map[key]*entry)
 		}
@@ -103,7 +106,7 @@ func (c *Cache) Stmt(ctx context.Context, db Preparer, query string) (*sql.Stmt,
 		e.st = st
 		e.users++
 		c.mu.Unlock()
-		return st, func() { c.done(e) }, nil
+		return st, e.release, nil
 	}
 }
 
