@@ -32,9 +32,6 @@ type Locker struct {
 	st    store
 	cfg   config
 	stmts stmtcache.Cache
-	// closing ends when Close begins; every attempt's context ends with it.
-	closing    context.Context
-	endClosing context.CancelFunc
 	// bg counts the attempts in flight and the background work they and
 	// the monitor start; Close waits for all of it. Add only under mu while
 	// not closed, or from work already counted.
@@ -43,6 +40,10 @@ type Locker struct {
 	mu     sync.Mutex
 	closed bool
 	mon    monitor
+	// inflight ends the context of each acquisition in flight; Close calls
+	// them. (A map under mu, which acquire takes anyway: cheaper than an
+	// AfterFunc per acquisition on a context that Close cancels.)
+	inflight map[context.Context]context.CancelCauseFunc
 	// discarded are the sessions whose connections were discarded since
 	// Close began: their transactions end only when the server notices.
 	discarded []holder
@@ -70,8 +71,7 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rowlock: table: %w", err)
 	}
-	l := &Locker{db: db, cfg: cfg}
-	l.closing, l.endClosing = context.WithCancel(context.Background())
+	l := &Locker{db: db, cfg: cfg, inflight: make(map[context.Context]context.CancelCauseFunc)}
 	l.st = dl.newStore(t, storeEnv{db: db, stmts: &l.stmts, bg: &l.bg})
 	return l, nil
 }
@@ -95,8 +95,10 @@ func (l *Locker) Close() error {
 	}
 	l.closed = true
 	held := l.mon.stopAll()
+	for _, cancel := range l.inflight {
+		cancel(errClosing)
+	}
 	l.mu.Unlock()
-	l.endClosing()
 	var wg sync.WaitGroup
 	for _, s := range held {
 		if s.base.Lose(s.base.Lost("the Locker was closed")) {
@@ -180,20 +182,24 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (sqllock.Le
 	if err := ctx.Err(); err != nil {
 		return nil, cancelled(key, err)
 	}
+	// Close ends the attempt as the end of ctx would: pool waits, lock
+	// waits and the server's cancel all follow the context.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
 		return nil, closedErr(key, false)
 	}
 	l.bg.Add(1)
+	l.inflight[ctx] = cancel
 	l.mu.Unlock()
-	defer l.bg.Done()
-	// Close ends the attempt as the end of ctx would: pool waits, lock
-	// waits and the server's cancel all follow the context.
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	stop := context.AfterFunc(l.closing, func() { cancel(errClosing) })
-	defer stop()
+	defer func() {
+		l.mu.Lock()
+		delete(l.inflight, ctx)
+		l.mu.Unlock()
+		l.bg.Done()
+	}()
 	for {
 		s, retry, err := l.attempt(ctx, key, wait)
 		switch {
