@@ -85,8 +85,8 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
 // rollback waits for a statement its holder still runs in the transaction;
 // the loss is reported first, so sqllock.Do has cancelled that statement's
 // context already. Close returns an error only when a discarded session
-// outlives its 5s wait; the Locker is closed all the same. It
-// never closes the *sql.DB; later calls return nil.
+// outlives its 5s wait; the Locker is closed all the same. It never
+// closes the *sql.DB; later calls return nil.
 func (l *Locker) Close() error {
 	l.mu.Lock()
 	if l.closed {
