@@ -7,7 +7,8 @@
 // [New] returns a [Locker]. [Locker.Acquire] waits in the database's own
 // lock queue, bounded by its context: a cancelled wait is stopped on the
 // server too (pgx sends a cancel request; on MariaDB the Locker kills the
-// waiting session, whose statement the driver alone would leave queued).
+// waiting session, whose statement the driver alone would leave queued),
+// and its connection is discarded.
 // [Locker.TryAcquire] uses NOWAIT. The [Lease] exposes its transaction
 // ([Lease.Tx], or [TxFrom] inside [sqllock.Do]): work done there commits
 // with [Lease.Release] in the same step that frees the key, or is undone
@@ -21,7 +22,8 @@
 //
 // [LockRows] locks rows of an application table (stock items, accounts) in
 // one statement in sorted key order, so transactions that lock overlapping
-// sets queue instead of deadlocking.
+// sets queue instead of deadlocking. It takes any [sqllock.Querier] inside
+// a transaction: a *sql.Tx, or a lease's own [Lease.Tx].
 //
 // # Cost and the pool-size rule
 //
@@ -60,4 +62,32 @@
 //
 // Not reentrant: a second Acquire of a held key waits for the first lease,
 // whatever owner the context names.
+//
+// # Close
+//
+// A [Locker] is an [io.Closer], and [Locker.Close] means what it means in
+// every strategy of this module:
+//
+//   - Acquisitions after Close are refused with an error matching
+//     [sqllock.ErrClosed] that names the key. An Acquire in flight at that
+//     moment is stopped (a wait in the server's lock queue is cancelled
+//     there, as for a cancelled context, and a lock granted meanwhile is
+//     given back) and returns an error matching both [sqllock.ErrClosed]
+//     and [sqllock.ErrNotAcquired].
+//   - Every key the Locker holds is freed: the transactions of its leases
+//     are rolled back, so their work is undone, and those leases end as
+//     lost: Done is closed and Err matches [sqllock.ErrLockLost] with the
+//     cause "the Locker was closed". Their first Release or Rollback returns
+//     that loss, later ones [sqllock.ErrReleased]. Lost, not released: the
+//     holder's work was cut short, and [sqllock.Do] cancels it. The loss is
+//     reported before the rollback, which waits for a statement the holder
+//     still runs in the transaction.
+//   - Close returns once the keys are free on the server: the sessions of
+//     stopped waits, whose connections are discarded, are gone (it waits
+//     for them up to 5s).
+//   - The loss monitor stops before Close returns, and the Locker's
+//     prepared statements are closed.
+//   - The *sql.DB is the caller's: Close never closes it.
+//
+// Close is idempotent: later calls return nil.
 package rowlock

@@ -1,10 +1,10 @@
 package rowlock
 
-import "time"
+import "context"
 
 // Alive runs one check of l's loss monitor over leases.
 func Alive(l *Locker, leases ...*Lease) ([]bool, error) {
-	return l.mon.check(leases, time.Second)
+	return l.check(context.Background(), leases)
 }
 
 // EarlierLife returns a stand-in for s with s's session id but an earlier
@@ -12,8 +12,10 @@ func Alive(l *Locker, leases ...*Lease) ([]bool, error) {
 // MariaDB. A lease taken before a restart looks so once another session
 // has its id.
 func EarlierLife(s *Lease) *Lease {
-	return &Lease{l: s.l, key: s.key, token: s.token, session: s.session, life: s.life - 1}
+	e := &Lease{l: s.l, a: s.a, holder: holder{session: s.holder.session, life: s.holder.life - 1}}
+	e.base.Init("rowlock", s.Key(), s.Token())
+	return e
 }
 
-// Life returns what s recorded as its life: see Lease.life.
-func Life(s *Lease) int64 { return s.life }
+// Life returns what s recorded as its life: see holder.
+func Life(s *Lease) int64 { return s.holder.life }

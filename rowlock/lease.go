@@ -7,7 +7,7 @@ import (
 	"fmt"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/leasestate"
+	"github.com/sqllock/sqllock/internal/lease"
 	"github.com/sqllock/sqllock/internal/sqlutil"
 )
 
@@ -17,102 +17,99 @@ var _ sqllock.Lease = (*Lease)(nil)
 // caller's to use (Tx): work done in it commits with Release, or is undone
 // with Rollback, in the same step that frees the key.
 type Lease struct {
-	l       *Locker
-	p       *pinned
-	key     string
-	token   int64
-	session int64 // pg_backend_pid() or CONNECTION_ID() of the holding session
-	// life tells this hold from others under the same session id (pids and
-	// MariaDB connection ids are reused): the transaction's xid on
-	// PostgreSQL, the server's start on MariaDB. See monitor.check.
-	life int64
-	st   leasestate.State // MarkReleased by Release or Rollback
+	base   lease.Base
+	l      *Locker
+	a      *attempt // the pinned connection and the transaction
+	holder holder   // the holding session, for the monitor
 }
 
-func newLease(l *Locker, p *pinned, key string, token, session, life int64) *Lease {
-	return &Lease{l: l, p: p, key: key, token: token, session: session, life: life}
+func newLease(l *Locker, a *attempt, key string, g grant) *Lease {
+	s := &Lease{l: l, a: a, holder: g.holder}
+	s.base.Init("rowlock", key, g.token)
+	return s
 }
 
 // Key returns the key held.
-func (s *Lease) Key() string { return s.key }
+func (s *Lease) Key() string { return s.base.Key() }
 
 // Token returns the fencing token, strictly larger for each new holder of
 // the key. It was drawn from the shared sequence inside the holding
 // transaction, after the row lock was granted.
-func (s *Lease) Token() int64 { return s.token }
+func (s *Lease) Token() int64 { return s.base.Token() }
 
 // Tx returns the transaction that holds the row lock. Run the protected
 // work in it; end it only with Release or Rollback, never with its own
 // Commit or Rollback (which would free the key behind the lease's back: the
 // lease then reports ErrLockLost).
-func (s *Lease) Tx() *sql.Tx { return s.p.tx }
+func (s *Lease) Tx() *sql.Tx { return s.a.tx }
 
 // Done is closed when the lease is released or lost.
-func (s *Lease) Done() <-chan struct{} { return s.st.Done() }
+func (s *Lease) Done() <-chan struct{} { return s.base.Done() }
 
-// Err is nil while the lease is held. After a loss it matches
+// Err is nil while the lease is held. After a loss (its session or
+// transaction ended, or its Locker was closed) it matches
 // sqllock.ErrLockLost, after Release or Rollback sqllock.ErrReleased.
-func (s *Lease) Err() error { return s.st.Err() }
+func (s *Lease) Err() error { return s.base.Err() }
 
 // lose ends a lease whose session or transaction is gone. The transaction
-// is rolled back (it cannot commit any more) and its connection returned.
+// is rolled back (it cannot commit any more) and its connection discarded.
+// Called by the monitor only.
 func (s *Lease) lose(cause string) {
-	// Lose and MarkReleased share one lock: either Release sees the loss,
-	// or the loss sees the Release.
-	if !s.st.Lose(fmt.Errorf("rowlock: lease %q (token %d): %w: %s", s.key, s.token, sqllock.ErrLockLost, cause)) {
-		return
+	if !s.base.Lose(s.base.Lost(cause)) {
+		return // released meanwhile, or ended by Close
 	}
-	s.l.cfg.logger.Warn("rowlock: lease lost", "key", s.key, "token", s.token, "cause", cause)
-	s.l.mon.remove(s)
+	s.l.cfg.logger.Warn("rowlock: lease lost", "key", s.base.Key(), "token", s.base.Token(), "cause", cause)
+	s.l.unwatch(s)
 	// The rollback waits for any statement the holder still runs on the
-	// dead session; do not hold up the monitor for it.
-	go s.p.close(true)
+	// dead session; do not hold up the monitor for it. (The monitor is
+	// counted in bg, so this Add may run during Close's Wait.)
+	s.l.bg.Add(1)
+	go func() {
+		defer s.l.bg.Done()
+		s.a.close(true)
+	}()
 }
 
 // Release commits the lease's transaction, which frees the key and makes
 // the work done in Tx durable in one step. The first call after a loss
 // returns an error matching sqllock.ErrLockLost (the work was rolled back
-// with the session), any second call sqllock.ErrReleased. A commit the
-// database refuses (a deferred constraint, a serialization failure) is
-// returned as is: the transaction is rolled back and the key free.
+// with the session, or by Close), any second call sqllock.ErrReleased. A
+// commit the database refuses (a deferred constraint, a serialization
+// failure) is returned as is: the transaction is rolled back and the key
+// free.
 //
 // A commit takes no context in database/sql; ctx is accepted for the
 // sqllock.Lease contract and is not needed to make Release safe to defer.
 func (s *Lease) Release(ctx context.Context) error {
-	return s.finish("release", func(tx *sql.Tx) error { return tx.Commit() })
+	return s.end(ctx, "release", (*sql.Tx).Commit)
 }
 
 // Rollback undoes the work done in the lease's transaction and frees the
 // key. It reports losses and repeated calls as Release does.
 func (s *Lease) Rollback(ctx context.Context) error {
-	return s.finish("rollback", func(tx *sql.Tx) error { return tx.Rollback() })
+	return s.end(ctx, "rollback", (*sql.Tx).Rollback)
 }
 
-func (s *Lease) finish(op string, end func(*sql.Tx) error) error {
-	if !s.st.MarkReleased() {
-		return fmt.Errorf("rowlock: %s %q: %w", op, s.key, sqllock.ErrReleased)
-	}
-	lost := s.st.Err() // a loss, if any: none can come after MarkReleased
-	s.l.mon.remove(s)
-	if lost != nil {
-		return lost
-	}
-	err := end(s.p.tx)
-	s.p.tx = nil
-	s.p.close(err != nil && sqlutil.IsConnLoss(err))
-	switch {
-	case err == nil:
-		s.st.End(sqllock.ErrReleased)
-		return nil
-	case errors.Is(err, sql.ErrTxDone):
-		err = fmt.Errorf("rowlock: %s %q: %w: the transaction was ended outside the lease", op, s.key, sqllock.ErrLockLost)
-	case sqlutil.IsConnLoss(err):
-		err = fmt.Errorf("rowlock: %s %q: %w: the session died, its work was rolled back: %v", op, s.key, sqllock.ErrLockLost, err)
-	default:
-		err = fmt.Errorf("rowlock: %s %q: %w", op, s.key, err)
-	}
-	s.st.End(sqllock.ErrReleased)
-	return err
+// end runs the kernel's release protocol around finish, which ends the
+// transaction. finish takes no context, so ctx is passed on unchanged.
+func (s *Lease) end(ctx context.Context, op string, finish func(*sql.Tx) error) error {
+	return s.base.ReleaseIn(ctx, op, func(_ context.Context, lost error) error {
+		s.l.unwatch(s)
+		if lost != nil {
+			return nil // whoever recorded the loss ends the transaction
+		}
+		err := finish(s.a.tx)
+		s.a.close(err != nil && sqlutil.IsConnLoss(err))
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, sql.ErrTxDone):
+			return s.base.Lost("the transaction was ended outside the lease")
+		case sqlutil.IsConnLoss(err):
+			return s.base.Lost(fmt.Sprintf("the session died, its work was rolled back: %v", err))
+		}
+		return fmt.Errorf("rowlock: %s %q: %w", op, s.base.Key(), err)
+	})
 }
 
 // TxFrom returns the transaction of the rowlock lease held by the
@@ -127,5 +124,5 @@ func TxFrom(ctx context.Context) (*sql.Tx, bool) {
 	if !ok {
 		return nil, false
 	}
-	return s.p.tx, true
+	return s.a.tx, true
 }

@@ -6,33 +6,47 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"strconv"
+	"io"
 	"sync"
 	"time"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/backoff"
+	"github.com/sqllock/sqllock/internal/lease"
 	"github.com/sqllock/sqllock/internal/stmtcache"
 )
 
-var _ sqllock.Locker = (*Locker)(nil)
+var (
+	_ sqllock.Locker = (*Locker)(nil)
+	_ io.Closer      = (*Locker)(nil)
+)
 
-// cancelTimeout bounds the KILL that stops a cancelled MariaDB wait.
-const cancelTimeout = 5 * time.Second
+// errClosing is the cause with which Close ends the attempts in flight.
+var errClosing = errors.New("rowlock: the Locker is closing")
 
 // Locker hands out leases backed by row locks held in open transactions.
-// It is safe for concurrent use.
+// It is safe for concurrent use. Close ends what it still holds (see the
+// package doc).
 type Locker struct {
-	db       *sql.DB
-	dialect  sqllock.Dialect
-	cfg      config
-	q        queries
-	stmts    *stmtcache.Cache
-	mon      monitor
-	sessions sessions // MariaDB only
+	db    *sql.DB
+	st    store
+	cfg   config
+	stmts stmtcache.Cache
+	// bg counts the attempts in flight and the background work they and
+	// the monitor start; Close waits for all of it. Add only under mu while
+	// not closed, or from work already counted.
+	bg sync.WaitGroup
 
 	mu     sync.Mutex
 	closed bool
+	mon    monitor
+	// inflight ends the context of each acquisition in flight; Close calls
+	// them. (A map under mu, which acquire takes anyway: cheaper than an
+	// AfterFunc per acquisition on a context that Close cancels.)
+	inflight map[context.Context]context.CancelCauseFunc
+	// discarded are the sessions whose connections were discarded since
+	// Close began: their transactions end only when the server notices.
+	discarded []holder
 }
 
 // New returns a Locker over db for dialect d. It checks its options but does
@@ -43,31 +57,105 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
 	if db == nil {
 		return nil, fmt.Errorf("rowlock: %w: nil *sql.DB", sqllock.ErrInvalidOption)
 	}
+	dl, err := dialectOf(d, "rowlock: ")
+	if err != nil {
+		return nil, err
+	}
 	cfg := defaults()
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
 			return nil, fmt.Errorf("rowlock: %w", err)
 		}
 	}
-	q, err := buildQueries(d, cfg.table)
+	t, err := dl.quote(cfg.table)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("rowlock: table: %w", err)
 	}
-	l := &Locker{db: db, dialect: d, cfg: cfg, q: q, stmts: new(stmtcache.Cache)}
-	l.mon.l = l
+	l := &Locker{db: db, cfg: cfg, inflight: make(map[context.Context]context.CancelCauseFunc)}
+	l.st = dl.newStore(t, storeEnv{db: db, stmts: &l.stmts, bg: &l.bg})
 	return l, nil
 }
 
-// Close refuses new acquisitions and closes the prepared statements (those
-// of an Acquire in flight once it returns). Leases already held stay held,
-// and watched, until they are released: they need no statement. Close never
-// closes the *sql.DB.
+// Close ends the Locker, as the package doc says: it refuses later
+// acquisitions with sqllock.ErrClosed, stops the Acquires in flight (their
+// waits end on the server too, and a lock granted meanwhile is given
+// back), rolls back the transactions of the leases it holds and ends those
+// leases as lost, waits until the sessions it discarded are gone from the
+// server, stops its monitor and closes its prepared statements. A lease's
+// rollback waits for a statement its holder still runs in the transaction;
+// the loss is reported first, so sqllock.Do has cancelled that statement's
+// context already. Close returns an error only when a discarded session
+// outlives its 5s wait; the Locker is closed all the same. It never
+// closes the *sql.DB; later calls return nil.
 func (l *Locker) Close() error {
 	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
 	l.closed = true
+	held := l.mon.stopAll()
+	for _, cancel := range l.inflight {
+		cancel(errClosing)
+	}
 	l.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range held {
+		if s.base.Lose(s.base.Lost("the Locker was closed")) {
+			wg.Go(func() { l.closeAttempt(s.a, false) })
+		}
+	}
+	wg.Wait()
+	l.bg.Wait()
+	l.mu.Lock()
+	discarded := l.discarded
+	l.discarded = nil
+	l.mu.Unlock()
+	err := l.awaitGone(discarded)
 	l.stmts.Close()
+	if err != nil {
+		return fmt.Errorf("rowlock: close: %w", err)
+	}
 	return nil
+}
+
+// closeAttempt closes a, and records its session if it was discarded
+// while Close runs.
+func (l *Locker) closeAttempt(a *attempt, bad bool) {
+	if !a.close(bad) || a.holder.session == 0 {
+		return
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.discarded = append(l.discarded, a.holder)
+	}
+	l.mu.Unlock()
+}
+
+// awaitGone waits until the server has ended sessions, whose connections
+// the Locker discarded (a stopped wait, a failed rollback): until then a
+// lock one of them was granted meanwhile stays held, and Close promises
+// the keys free. A discarded session ends within milliseconds (pgx sends a
+// cancel request and closes it; on MariaDB the Locker killed it).
+func (l *Locker) awaitGone(sessions []holder) error {
+	if len(sessions) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), lease.ReleaseTimeout)
+	defer cancel()
+	pause := backoff.Exp{Min: time.Millisecond, Max: 50 * time.Millisecond}
+	for {
+		gone, err := l.st.gone(ctx, sessions)
+		if gone {
+			return nil
+		}
+		if backoff.Sleep(ctx, pause.Next()) != nil {
+			if err == nil {
+				err = fmt.Errorf("%d discarded sessions still on the server after %v", len(sessions), lease.ReleaseTimeout)
+			}
+			return err
+		}
+	}
 }
 
 // Acquire blocks until key is held or ctx ends; then the error matches both
@@ -91,16 +179,28 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (sqllock.Le
 	if err := sqllock.ValidateKey(key); err != nil {
 		return nil, fmt.Errorf("rowlock: acquire %q: %w", key, err)
 	}
-	l.mu.Lock()
-	closed := l.closed
-	l.mu.Unlock()
-	if closed {
-		return nil, fmt.Errorf("rowlock: acquire %q: %w: locker closed", key, sqllock.ErrInvalidOption)
+	if err := ctx.Err(); err != nil {
+		return nil, cancelled(key, err)
 	}
+	// Close ends the attempt as the end of ctx would: pool waits, lock
+	// waits and the server's cancel all follow the context.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil, closedErr(key, false)
+	}
+	l.bg.Add(1)
+	l.inflight[ctx] = cancel
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		delete(l.inflight, ctx)
+		l.mu.Unlock()
+		l.bg.Done()
+	}()
 	for {
-		if err := ctx.Err(); err != nil {
-			return nil, cancelled(key, err)
-		}
 		s, retry, err := l.attempt(ctx, key, wait)
 		switch {
 		case err != nil:
@@ -109,44 +209,26 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (sqllock.Le
 			// The key's row was missing and has been created; lock it now.
 			continue
 		}
-		l.mon.add(s)
+		if !l.watch(s) {
+			// Granted while Close ran: give the key back.
+			l.closeAttempt(s.a, false)
+			return nil, closedErr(key, true)
+		}
 		return s, nil
 	}
-}
-
-// pinned is the connection and transaction of one attempt.
-type pinned struct {
-	conn   *sql.Conn
-	tx     *sql.Tx
-	cancel context.CancelFunc // ends the transaction's context
-}
-
-// close rolls back and returns the connection to the pool; bad discards it,
-// for a connection a cancel request may still hit.
-func (p *pinned) close(bad bool) {
-	if p.tx != nil {
-		_ = p.tx.Rollback()
-	}
-	p.cancel()
-	if bad {
-		_ = p.conn.Raw(func(any) error { return driver.ErrBadConn })
-	}
-	_ = p.conn.Close()
 }
 
 // attempt pins a connection, opens a transaction and tries to lock key's
 // row. retry reports that the row was missing and has been created since.
 func (l *Locker) attempt(ctx context.Context, key string, wait bool) (s *Lease, retry bool, err error) {
-	// Prepare before pinning: preparing takes a pooled connection of its
-	// own, which a small pool may not have while this attempt holds one.
-	st, put, err := l.prepare(ctx)
+	sts, put, err := l.stmts.StmtAll(ctx, l.db, l.st.queries()...)
 	if err != nil {
-		return nil, false, l.failed(ctx, key, err)
+		return nil, false, l.failed(ctx, key, fmt.Errorf("prepare: %w", err))
 	}
 	defer put()
 	conn, err := l.db.Conn(ctx)
 	if err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil && context.Cause(ctx) != errClosing {
 			// Say why it waited: a pool too small for the leases held is the
 			// usual cause, and a bare deadline would hide it.
 			st := l.db.Stats()
@@ -158,32 +240,22 @@ func (l *Locker) attempt(ctx context.Context, key string, wait bool) (s *Lease, 
 	// The transaction lives as long as the lease, not as long as ctx:
 	// database/sql rolls a transaction back when its context ends.
 	txCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	p := &pinned{conn: conn, cancel: cancel}
-	var sess session
-	if l.dialect == sqllock.MySQL {
-		// Before the transaction, whose first statement stays the locking
-		// read.
-		if sess, err = l.sessions.get(ctx, conn, l.q.session); err != nil {
-			p.close(ctx.Err() != nil)
-			return nil, false, l.failed(ctx, key, err)
-		}
-	}
-	if p.tx, err = conn.BeginTx(txCtx, nil); err != nil {
-		p.tx = nil
-		p.close(false)
+	a := &attempt{conn: conn, cancel: cancel, stmts: sts}
+	if a.holder, err = l.st.session(ctx, conn); err != nil {
+		// No transaction yet: a discarded connection holds nothing.
+		a.close(ctx.Err() != nil)
 		return nil, false, l.failed(ctx, key, err)
 	}
-	var h grant
-	var bad bool
-	if l.dialect == sqllock.Postgres {
-		h, retry, bad, err = l.lockPostgres(ctx, p, st, key, wait)
-	} else {
-		h, retry, bad, err = l.lockMySQL(ctx, p, st, key, wait, sess)
+	if a.tx, err = conn.BeginTx(txCtx, nil); err != nil {
+		l.closeAttempt(a, false)
+		return nil, false, l.failed(ctx, key, err)
 	}
+	g, retry, err := l.st.lock(ctx, a, key, wait)
 	if err != nil || retry || ctx.Err() != nil {
 		// A grant that raced a cancel is not reported as held: the caller
-		// has given up on it.
-		p.close(bad || ctx.Err() != nil)
+		// has given up on it. The connection may still be hit by the
+		// cancel: discard it.
+		l.closeAttempt(a, ctx.Err() != nil)
 		if retry && err == nil && ctx.Err() == nil {
 			return nil, true, nil
 		}
@@ -192,17 +264,33 @@ func (l *Locker) attempt(ctx context.Context, key string, wait bool) (s *Lease, 
 		}
 		return nil, false, l.failed(ctx, key, err)
 	}
-	return newLease(l, p, key, h.token, h.session, h.life), false, nil
+	a.stmts = nil // given back by put
+	return newLease(l, a, key, g), false, nil
 }
 
-// grant is what a lock statement returns: the token and the holder's
-// identity (Lease.session, Lease.life).
-type grant struct{ token, session, life int64 }
+// close rolls back and returns the connection to the pool; bad discards
+// it, for a connection a cancel may still hit. A connection whose rollback
+// failed is discarded too. It reports whether it discarded the connection.
+func (a *attempt) close(bad bool) bool {
+	if a.tx != nil {
+		if err := a.tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+			bad = true
+		}
+	}
+	a.cancel()
+	if bad {
+		_ = a.conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	_ = a.conn.Close()
+	return bad
+}
 
-// failed classifies an attempt's error: a cancelled context, a refusal, or
-// a database error, each naming the key.
+// failed classifies an attempt's error: the Locker closing, a cancelled
+// context, a refusal, or a database error, each naming the key.
 func (l *Locker) failed(ctx context.Context, key string, err error) error {
 	switch {
+	case context.Cause(ctx) == errClosing:
+		return closedErr(key, true)
 	case ctx.Err() != nil:
 		return cancelled(key, ctx.Err())
 	case errors.Is(err, errRefused):
@@ -211,189 +299,15 @@ func (l *Locker) failed(ctx context.Context, key string, err error) error {
 	return fmt.Errorf("rowlock: acquire %q: %w", key, err)
 }
 
-// errRefused marks a NOWAIT refusal inside the package.
-var errRefused = errors.New("refused")
-
 func cancelled(key string, cause error) error {
 	return errors.Join(fmt.Errorf("rowlock: acquire %q: %w", key, sqllock.ErrNotAcquired), cause)
 }
 
-func (l *Locker) lockPostgres(ctx context.Context, p *pinned, st *stmts, key string, wait bool) (h grant, retry, bad bool, err error) {
-	if wait {
-		// A cancelled wait ends on the server too: pgx (like lib/pq) sends
-		// a cancel request when a query's context ends, and the attempt's
-		// connection is then discarded.
-		err = p.tx.StmtContext(ctx, st.lock).QueryRowContext(ctx, key).Scan(&h.token, &h.session, &h.life)
-		if ctx.Err() != nil {
-			return grant{}, false, true, ctx.Err()
-		}
-		if err == nil && h.token == 0 {
-			// This transaction created the row, and holds it: draw the token.
-			err = p.tx.StmtContext(ctx, st.stamp).QueryRowContext(ctx, key).Scan(&h.token)
-		}
-		return h, false, false, err
+// closedErr is the error of an acquisition refused by a closed Locker;
+// stopped: it was in flight when Close came, and did not get the key.
+func closedErr(key string, stopped bool) error {
+	if stopped {
+		return fmt.Errorf("rowlock: acquire %q: %w: %w", key, sqllock.ErrNotAcquired, sqllock.ErrClosed)
 	}
-	err = p.tx.StmtContext(ctx, st.tryLock).QueryRowContext(ctx, key).Scan(&h.token, &h.session, &h.life)
-	switch {
-	case err == nil:
-		return h, false, false, nil
-	case sqlutil.IsLockNotAvailable(err):
-		return grant{}, false, false, errRefused
-	case !errors.Is(err, sql.ErrNoRows):
-		return grant{}, false, false, err
-	}
-	// No committed row: create it in this transaction, waiting only briefly
-	// on another transaction's uncommitted insert of the same key.
-	var prev, set string
-	if err := p.tx.QueryRowContext(ctx, l.q.tryPrepare).Scan(&prev, &set); err != nil {
-		return grant{}, false, false, err
-	}
-	var zero int64
-	err = p.tx.StmtContext(ctx, st.tryInsert).QueryRowContext(ctx, key).Scan(&zero)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return grant{}, true, false, nil // committed by someone else meanwhile
-	case sqlutil.IsLockNotAvailable(err):
-		return grant{}, false, false, errRefused
-	case err != nil:
-		return grant{}, false, false, err
-	}
-	err = p.tx.StmtContext(ctx, st.stampRestore).QueryRowContext(ctx, key, prev).Scan(&h.token, &h.session, &h.life, &set)
-	return h, false, false, err
-}
-
-func (l *Locker) lockMySQL(ctx context.Context, p *pinned, st *stmts, key string, wait bool, sess session) (h grant, retry, bad bool, err error) {
-	h.session, h.life = sess.id, sess.start
-	if !wait {
-		err = p.tx.StmtContext(ctx, st.lockNoWait).QueryRowContext(ctx, key).Scan(&h.token)
-		switch {
-		case err == nil:
-			return h, false, false, nil
-		case errors.Is(err, sql.ErrNoRows):
-			return grant{}, true, false, l.ensureRow(ctx, p, key)
-		case sqlutil.IsLockNotAvailable(err):
-			return grant{}, false, false, errRefused
-		}
-		return grant{}, false, false, err
-	}
-	// Wait in the server's queue, in bounded rounds. The driver gives up a
-	// cancelled query by closing its socket, which a session blocked on a
-	// row lock does not notice: kill the session on the server too.
-	self := sess.id
-	stop := context.AfterFunc(ctx, func() { l.killSession(self) })
-	for {
-		err = p.tx.StmtContext(ctx, st.lockWait).QueryRowContext(ctx, key).Scan(&h.token)
-		if err == nil || !sqlutil.IsLockNotAvailable(err) || ctx.Err() != nil {
-			break
-		}
-		// One round of WAIT timed out (only the statement was rolled back);
-		// queue again.
-	}
-	if stopped := stop(); !stopped || ctx.Err() != nil {
-		if stopped {
-			// ctx ended but stop won the race with AfterFunc's start: the
-			// kill would never be sent.
-			go l.killSession(self)
-		}
-		// The kill may be on its way to this session: discard it.
-		return grant{}, false, true, ctx.Err()
-	}
-	switch {
-	case err == nil:
-		return h, false, false, nil
-	case errors.Is(err, sql.ErrNoRows):
-		return grant{}, true, false, l.ensureRow(ctx, p, key)
-	}
-	return grant{}, false, false, err
-}
-
-// sessions caches, per pooled MariaDB connection, its connection id and the
-// start of the server it is connected to. A connection lives within one
-// server life, so both are read once, by its first attempt. The id is the
-// session a cancelled blocking Acquire kills; id and start together tell
-// the monitor a lease's session from a later one with a reused id.
-type sessions struct {
-	mu sync.Mutex
-	m  map[any]session // by driver connection
-}
-
-// session is what sessions holds for one connection.
-type session struct{ id, start int64 }
-
-// maxSessions bounds the cache: entries of closed connections are dropped
-// wholesale when it fills.
-const maxSessions = 1024
-
-func (c *sessions) get(ctx context.Context, conn *sql.Conn, query string) (session, error) {
-	var dc any
-	_ = conn.Raw(func(d any) error { dc = d; return nil })
-	c.mu.Lock()
-	s, ok := c.m[dc]
-	c.mu.Unlock()
-	if ok {
-		return s, nil
-	}
-	if err := conn.QueryRowContext(ctx, query).Scan(&s.id, &s.start); err != nil {
-		return session{}, err
-	}
-	c.mu.Lock()
-	if c.m == nil || len(c.m) >= maxSessions {
-		c.m = make(map[any]session)
-	}
-	c.m[dc] = s
-	c.mu.Unlock()
-	return s, nil
-}
-
-// ensureRow ends the attempt's transaction (its locking read of a missing
-// row took a gap lock, which would block other keys' inserts) and creates
-// the row in its own statement. A lock-wait refusal means the row exists
-// and is held: the next attempt waits for it properly.
-func (l *Locker) ensureRow(ctx context.Context, p *pinned, key string) error {
-	_ = p.tx.Rollback()
-	p.tx = nil
-	_, err := p.conn.ExecContext(ctx, l.q.ensure, key)
-	if err != nil && !sqlutil.IsLockNotAvailable(err) {
-		return err
-	}
-	return nil
-}
-
-// killSession ends MariaDB connection id, on whose socket the driver gave
-// up. Killing the session rather than the query also catches a statement
-// still on its way to the server when the kill arrives; the attempt
-// discards the connection anyway.
-func (l *Locker) killSession(id int64) {
-	ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
-	defer cancel()
-	_, _ = l.db.ExecContext(ctx, "KILL CONNECTION "+strconv.FormatInt(id, 10))
-}
-
-// stmts are a Locker's prepared statements for its dialect.
-type stmts struct {
-	lock, stamp, tryLock, tryInsert, stampRestore *sql.Stmt // PostgreSQL
-	lockNoWait, lockWait                          *sql.Stmt // MariaDB
-}
-
-// prepare returns the statements of an attempt, and put, to call when the
-// attempt is over.
-func (l *Locker) prepare(ctx context.Context) (*stmts, func(), error) {
-	var s stmts
-	var dst []**sql.Stmt
-	var queries []string
-	if l.q.lock != "" {
-		dst = []**sql.Stmt{&s.lock, &s.stamp, &s.tryLock, &s.tryInsert, &s.stampRestore}
-		queries = []string{l.q.lock, l.q.stamp, l.q.tryLock, l.q.tryInsert, l.q.stampRestore}
-	} else {
-		dst = []**sql.Stmt{&s.lockNoWait, &s.lockWait}
-		queries = []string{l.q.lockNoWait, l.q.lockWait}
-	}
-	sts, put, err := l.stmts.StmtAll(ctx, l.db, queries...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("prepare: %w", err)
-	}
-	for i, st := range sts {
-		*dst[i] = st
-	}
-	return &s, put, nil
+	return fmt.Errorf("rowlock: acquire %q: %w", key, sqllock.ErrClosed)
 }

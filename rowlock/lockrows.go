@@ -3,26 +3,18 @@ package rowlock
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/sqlutil"
 )
-
-// Querier runs a query: a *sql.Tx (such as Lease.Tx), or a *sql.Conn
-// inside a transaction.
-type Querier interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
 
 // LockRows locks the existing rows of an application table whose keyColumn
 // is one of keys (stock items, accounts), in one statement, in ascending
 // key order, and returns how many rows it locked (duplicate keys count
-// once). The locks last until tx ends.
+// once). The locks last until tx ends. tx is a *sql.Tx (such as Lease.Tx),
+// or a *sql.Conn inside a transaction.
 //
 // Two transactions that lock overlapping sets of rows one by one, each in
 // its own order, can deadlock, and the database then aborts one of them.
@@ -35,15 +27,16 @@ type Querier interface {
 // an index it would lock the whole table. Keys with no row lock nothing on
 // PostgreSQL; on MariaDB under REPEATABLE READ they take gap locks, which
 // block inserts near them, as any locking read does.
-func LockRows[K cmp.Ordered](ctx context.Context, tx Querier, d sqllock.Dialect, table, keyColumn string, keys ...K) (int, error) {
-	if d == sqllock.SQLite {
-		return 0, fmt.Errorf("rowlock: lock rows: %w: SQLite has no SELECT ... FOR UPDATE row locks; use tablelock", sqllock.ErrUnsupported)
+func LockRows[K cmp.Ordered](ctx context.Context, tx sqllock.Querier, d sqllock.Dialect, table, keyColumn string, keys ...K) (int, error) {
+	dl, err := dialectOf(d, "rowlock: lock rows: ")
+	if err != nil {
+		return 0, err
 	}
-	t, err := sqlutil.QuoteIdent(d, table)
+	t, err := dl.quote(table)
 	if err != nil {
 		return 0, fmt.Errorf("rowlock: lock rows: table: %w", err)
 	}
-	c, err := sqlutil.QuoteIdent(d, keyColumn)
+	c, err := dl.quote(keyColumn)
 	if err != nil {
 		return 0, fmt.Errorf("rowlock: lock rows of %s: key column: %w", table, err)
 	}
@@ -63,11 +56,7 @@ func LockRows[K cmp.Ordered](ctx context.Context, tx Querier, d sqllock.Dialect,
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		if d == sqllock.Postgres {
-			b.WriteString("$" + strconv.Itoa(i+1))
-		} else {
-			b.WriteString("?")
-		}
+		b.WriteString(dl.placeholder(i + 1))
 		args[i] = k
 	}
 	// ORDER BY makes the lock order the same in every transaction: the

@@ -2,6 +2,8 @@ package rowlock_test
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"testing"
 
 	"github.com/sqllock/sqllock"
@@ -12,8 +14,8 @@ import (
 
 // TestCloseClosesStatements: closed Lockers leave no prepared statement on
 // the server, where each counts toward max_prepared_stmt_count until every
-// prepare on the server fails. A lease held across Close stays usable and
-// releases normally. Counted on one MariaDB session.
+// prepare on the server fails. A lease held across Close ends as lost and
+// its transaction is gone. Counted on one MariaDB session.
 func TestCloseClosesStatements(t *testing.T) {
 	db := testdb.Fresh(t, sqllock.MySQL, 1)
 	ctx := context.Background()
@@ -33,13 +35,15 @@ func TestCloseClosesStatements(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i%10 == 0 {
-			// Held across Close: the lease is unaffected.
+			// Held across Close: lost, and its transaction rolled back.
 			l.Close()
-			if _, err := lease.(*rowlock.Lease).Tx().ExecContext(ctx, "SELECT 1"); err != nil {
-				t.Fatalf("a lease held across Close: %v", err)
+			if _, err := lease.(*rowlock.Lease).Tx().ExecContext(ctx, "SELECT 1"); !errors.Is(err, sql.ErrTxDone) {
+				t.Fatalf("the transaction of a lease held across Close: %v, want ErrTxDone", err)
 			}
-		}
-		if err := lease.Release(ctx); err != nil {
+			if err := lease.Release(ctx); !errors.Is(err, sqllock.ErrLockLost) {
+				t.Fatalf("Release of a lease held across Close = %v, want ErrLockLost", err)
+			}
+		} else if err := lease.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
 		l.Close()

@@ -39,49 +39,75 @@ type key struct {
 // leaves a statement in use to the last of them. (Holding a lock across
 // the use instead would stall every caller behind one long wait.)
 type entry struct {
-	st    *sql.Stmt
-	users int
-	gone  bool // removed by Close: the last user closes st
+	st      *sql.Stmt     // nil while the first caller prepares it
+	ready   chan struct{} // closed once that prepare is over
+	release func()        // what Stmt returns: made once, not per call
+	users   int
+	gone    bool // removed by Close: the last user closes st
 }
 
 // Stmt returns query prepared on db, and a function to call once the
 // statement and any rows it returned are no longer used. Use it for a
 // statement that runs inside a transaction (tx.StmtContext).
+//
+// A query is prepared outside the lock, so that a slow prepare does not
+// hold up the statements already cached, and once: callers that ask for
+// it meanwhile wait for that prepare. (Preparing it twice would leave one
+// to close, and closing a statement waits for every connection it was
+// prepared on to finish its current call, which may be a wait on a lock
+// held by a caller of this cache.)
 func (c *Cache) Stmt(ctx context.Context, db Preparer, query string) (*sql.Stmt, func(), error) {
 	k := key{db, query}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return oneShot(ctx, db, query)
-	}
-	e, ok := c.m[k]
-	if !ok {
-		// Prepared outside the lock: a slow prepare must not hold up the
-		// statements already cached. Two callers may both prepare; the
-		// first stored wins and the other is closed.
-		c.mu.Unlock()
-		st, err := db.PrepareContext(ctx, query)
-		if err != nil {
-			return nil, nil, err
-		}
+	for {
 		c.mu.Lock()
 		if c.closed {
 			c.mu.Unlock()
+			return oneShot(ctx, db, query)
+		}
+		e, ok := c.m[k]
+		switch {
+		case ok && e.st != nil:
+			e.users++
+			c.mu.Unlock()
+			return e.st, e.release, nil
+		case ok:
+			ready := e.ready
+			c.mu.Unlock()
+			select {
+			case <-ready:
+				continue // prepared, failed (then this caller tries), or closed
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
+		}
+		ne := &entry{ready: make(chan struct{})}
+		ne.release = func() { c.done(ne) }
+		e = ne
+		if c.m == nil {
+			c.m = make(map[key]*entry)
+		}
+		c.m[k] = e
+		c.mu.Unlock()
+		st, err := db.PrepareContext(ctx, query)
+		c.mu.Lock()
+		close(e.ready)
+		switch {
+		case err != nil:
+			if c.m[k] == e {
+				delete(c.m, k)
+			}
+			c.mu.Unlock()
+			return nil, nil, err
+		case c.closed:
+			// Close removed the entry meanwhile: this one use only.
+			c.mu.Unlock()
 			return st, func() { _ = st.Close() }, nil
 		}
-		if e, ok = c.m[k]; ok {
-			_ = st.Close()
-		} else {
-			e = &entry{st: st}
-			if c.m == nil {
-				c.m = make(map[key]*entry)
-			}
-			c.m[k] = e
-		}
+		e.st = st
+		e.users++
+		c.mu.Unlock()
+		return st, e.release, nil
 	}
-	e.users++
-	c.mu.Unlock()
-	return e.st, func() { c.done(e) }, nil
 }
 
 func (c *Cache) done(e *entry) {
@@ -144,7 +170,7 @@ func (c *Cache) Close() error {
 	c.closed = true
 	for k, e := range c.m {
 		e.gone = true
-		if e.users == 0 {
+		if e.users == 0 && e.st != nil { // one being prepared is its preparer's
 			idle = append(idle, e.st)
 		}
 		delete(c.m, k)
@@ -160,7 +186,13 @@ func (c *Cache) Close() error {
 func (c *Cache) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.m)
+	n := 0
+	for _, e := range c.m {
+		if e.st != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // StmtAll is Stmt for several statements at once, for a caller that must

@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/testdb"
@@ -119,4 +121,103 @@ func openStmts(t *testing.T, db *testdb.DB) int {
 	row("Com_stmt_prepare", &prep)
 	row("Com_stmt_close", &closed)
 	return prep - closed
+}
+
+// slowPreparer prepares on db once gate is closed, counting the calls.
+type slowPreparer struct {
+	db   *sql.DB
+	gate chan struct{}
+	n    atomic.Int32
+}
+
+func (p *slowPreparer) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
+	p.n.Add(1)
+	select {
+	case <-p.gate:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return p.db.PrepareContext(ctx, query)
+}
+
+// Callers that ask for one query at once share one prepare. A second
+// prepare's statement would have to be closed again, and closing a
+// statement waits for every connection it was prepared on to finish its
+// current call: a caller closing it under the cache's lock, while that
+// connection waits on a row lock whose holder needs the cache to give its
+// statement back, deadlocked rowlock's Acquire.
+func TestConcurrentCallersPrepareOnce(t *testing.T) {
+	db := testdb.Fresh(t, sqllock.SQLite, 0)
+	p := &slowPreparer{db: db.DB, gate: make(chan struct{})}
+	var c Cache
+	defer c.Close()
+	ctx := context.Background()
+	const callers = 8
+	sts := make(chan *sql.Stmt, callers)
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			st, done, err := c.Stmt(ctx, p, `SELECT 1`)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer done()
+			sts <- st
+		})
+	}
+	time.Sleep(50 * time.Millisecond) // every caller is preparing or waiting
+	close(p.gate)
+	wg.Wait()
+	close(sts)
+	if n := p.n.Load(); n != 1 {
+		t.Errorf("%d callers of one query prepared it %d times, want once", callers, n)
+	}
+	first := <-sts
+	for st := range sts {
+		if st != first {
+			t.Fatal("callers of one query got different statements")
+		}
+	}
+	if c.Len() != 1 {
+		t.Fatalf("%d statements cached, want 1", c.Len())
+	}
+}
+
+// A caller waiting for another's prepare gives up when its context ends;
+// a failed prepare is not shared: the next caller prepares again.
+func TestWaitForPrepare(t *testing.T) {
+	db := testdb.Fresh(t, sqllock.SQLite, 0)
+	p := &slowPreparer{db: db.DB, gate: make(chan struct{})}
+	var c Cache
+	defer c.Close()
+	first := make(chan error, 1)
+	go func() {
+		_, done, err := c.Stmt(context.Background(), p, `SELECT 1`)
+		if err == nil {
+			done()
+		}
+		first <- err
+	}()
+	for p.n.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, _, err := c.Stmt(ctx, p, `SELECT 1`); err != context.DeadlineExceeded {
+		t.Fatalf("Stmt waiting past its deadline = %v, want DeadlineExceeded", err)
+	}
+	close(p.gate)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Stmt(context.Background(), db.DB, `SELECT syntax error`); err == nil {
+		t.Fatal("a bad statement prepared")
+	}
+	if _, _, err := c.Stmt(context.Background(), db.DB, `SELECT syntax error`); err == nil {
+		t.Fatal("a bad statement prepared the second time")
+	}
+	if c.Len() != 1 {
+		t.Fatalf("%d statements cached, want 1", c.Len())
+	}
 }

@@ -1,0 +1,183 @@
+package rowlock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/sqlutil"
+)
+
+func init() { register(sqllock.Postgres, postgresDialect{}) }
+
+// postgresDialect is PostgreSQL: $n placeholders, double-quoted names.
+type postgresDialect struct{}
+
+func (postgresDialect) quote(name string) (string, error) {
+	return sqlutil.QuoteIdent(sqllock.Postgres, name)
+}
+
+func (postgresDialect) placeholder(i int) string { return "$" + strconv.Itoa(i) }
+
+func (postgresDialect) schema(t string) string {
+	return `CREATE TABLE ` + t + ` (
+    lock_key varchar(255) NOT NULL PRIMARY KEY,
+    token    bigint       NOT NULL DEFAULT 0
+);`
+}
+
+// pgTryInsertTimeout bounds how long TryAcquire waits on another
+// transaction's uncommitted insert of the same key: INSERT has no NOWAIT.
+const pgTryInsertTimeout = "10ms"
+
+const pgSeq = `nextval('sqllock_fence_seq')`
+
+// pgXid is the lock's transaction id as pg_stat_activity.backend_xid shows
+// it (32 bits); the lock statements write, so it is assigned already.
+const pgXid = `pg_current_xact_id()::xid`
+
+// The prepared statements, by their index in postgresStore.prepared.
+const (
+	pgLock = iota
+	pgStamp
+	pgTryLock
+	pgTryInsert
+	pgStampRestore
+)
+
+// postgresStore takes a row lock with an upsert that creates the key's row
+// when it is missing, and reads the holder (pid and xid) back from the
+// statement that took the lock.
+type postgresStore struct {
+	env      storeEnv
+	prepared []string // by pgLock...
+	// tryPrepare sets a short lock_timeout for tryInsert, and returns the
+	// old one for stampRestore to set back.
+	tryPrepare string
+	aliveQuery string
+	goneQuery  string
+	sessions   sessionCache
+}
+
+func (postgresDialect) newStore(t string, env storeEnv) store {
+	s := &postgresStore{env: env, prepared: make([]string, 5)}
+	// lock returns (token, pg_backend_pid(), xid); the token is 0 when this
+	// transaction inserted the row, and stamp then issues it. The ON
+	// CONFLICT SET list runs after the row lock is granted, so nextval is
+	// drawn while held.
+	s.prepared[pgLock] = `INSERT INTO ` + t + ` AS r (lock_key, token) VALUES ($1, 0)
+ON CONFLICT (lock_key) DO UPDATE SET token = ` + pgSeq + `
+RETURNING r.token, pg_backend_pid(), ` + pgXid
+	s.prepared[pgStamp] = `UPDATE ` + t + ` SET token = ` + pgSeq + ` WHERE lock_key = $1 RETURNING token`
+	// tryLock is lock with NOWAIT, for an existing row. The sub-select takes
+	// the lock NOWAIT before the outer UPDATE evaluates its SET list.
+	s.prepared[pgTryLock] = `UPDATE ` + t + ` SET token = ` + pgSeq + `
+WHERE lock_key = (SELECT lock_key FROM ` + t + ` WHERE lock_key = $1 FOR UPDATE NOWAIT)
+RETURNING token, pg_backend_pid(), ` + pgXid
+	s.prepared[pgTryInsert] = `INSERT INTO ` + t + ` (lock_key, token) VALUES ($1, 0) ON CONFLICT (lock_key) DO NOTHING RETURNING token`
+	s.prepared[pgStampRestore] = `UPDATE ` + t + ` SET token = ` + pgSeq + ` WHERE lock_key = $1
+RETURNING token, pg_backend_pid(), ` + pgXid + `, set_config('lock_timeout', $2, true)`
+	s.tryPrepare = `SELECT current_setting('lock_timeout'), set_config('lock_timeout', '` + pgTryInsertTimeout + `', true)`
+	s.aliveQuery = `SELECT h.i FROM unnest(string_to_array($1, ',')::int[], string_to_array($2, ',')::xid[])
+  WITH ORDINALITY AS h(pid, xid, i)
+JOIN pg_stat_activity a ON a.pid = h.pid AND a.backend_xid = h.xid`
+	s.goneQuery = `SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(string_to_array($1, ',')::int[])`
+	return s
+}
+
+func (s *postgresStore) queries() []string { return s.prepared }
+
+// session returns the connection's pid, read once per connection, for
+// gone. The lock statements return the whole holder.
+func (s *postgresStore) session(ctx context.Context, conn *sql.Conn) (holder, error) {
+	return s.sessions.get(conn, func() (h holder, err error) {
+		err = conn.QueryRowContext(ctx, "SELECT pg_backend_pid()").Scan(&h.session)
+		return h, err
+	})
+}
+
+// lock waits in the server's queue with a plain locking upsert. A
+// cancelled wait ends on the server too: pgx (like lib/pq) sends a cancel
+// request when a query's context ends.
+func (s *postgresStore) lock(ctx context.Context, a *attempt, key string, wait bool) (g grant, retry bool, err error) {
+	if !wait {
+		return s.try(ctx, a, key)
+	}
+	err = a.stmt(ctx, pgLock).QueryRowContext(ctx, key).Scan(&g.token, &g.session, &g.life)
+	if ctx.Err() != nil {
+		return grant{}, false, ctx.Err()
+	}
+	if err == nil && g.token == 0 {
+		// This transaction created the row, and holds it: draw the token.
+		err = a.stmt(ctx, pgStamp).QueryRowContext(ctx, key).Scan(&g.token)
+	}
+	return g, false, err
+}
+
+// try locks an existing row NOWAIT; a missing row it creates in this
+// transaction, waiting only briefly on another transaction's uncommitted
+// insert of the same key.
+func (s *postgresStore) try(ctx context.Context, a *attempt, key string) (g grant, retry bool, err error) {
+	err = a.stmt(ctx, pgTryLock).QueryRowContext(ctx, key).Scan(&g.token, &g.session, &g.life)
+	switch {
+	case err == nil:
+		return g, false, nil
+	case sqlutil.IsLockNotAvailable(err):
+		return grant{}, false, errRefused
+	case !errors.Is(err, sql.ErrNoRows):
+		return grant{}, false, err
+	}
+	var prev, set string
+	if err := a.tx.QueryRowContext(ctx, s.tryPrepare).Scan(&prev, &set); err != nil {
+		return grant{}, false, err
+	}
+	var zero int64
+	err = a.stmt(ctx, pgTryInsert).QueryRowContext(ctx, key).Scan(&zero)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return grant{}, true, nil // committed by someone else meanwhile
+	case sqlutil.IsLockNotAvailable(err):
+		return grant{}, false, errRefused
+	case err != nil:
+		return grant{}, false, err
+	}
+	err = a.stmt(ctx, pgStampRestore).QueryRowContext(ctx, key, prev).Scan(&g.token, &g.session, &g.life, &set)
+	return g, false, err
+}
+
+// alive looks each hold's pid and transaction id up in pg_stat_activity. An
+// xid names one transaction and xids keep counting across restarts: exact.
+// Not xact_start, which is NULL under track_activities = off.
+func (s *postgresStore) alive(ctx context.Context, held []holder) ([]bool, error) {
+	xids := make([]string, len(held))
+	for i, h := range held {
+		xids[i] = strconv.FormatInt(h.life, 10)
+	}
+	rows, err := s.env.stmts.Query(ctx, s.env.db, s.aliveQuery, joinSessions(held), strings.Join(xids, ","))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	alive := make([]bool, len(held))
+	for rows.Next() {
+		var i int
+		if err := rows.Scan(&i); err != nil {
+			return nil, err
+		}
+		if i >= 1 && i <= len(held) {
+			alive[i-1] = true // WITH ORDINALITY counts from 1
+		}
+	}
+	return alive, rows.Err()
+}
+
+// gone looks the pids up in pg_stat_activity. A pid reused meanwhile only
+// makes the caller wait longer.
+func (s *postgresStore) gone(ctx context.Context, sessions []holder) (bool, error) {
+	var n int
+	err := s.env.stmts.QueryRow(ctx, s.env.db, s.goneQuery, []any{joinSessions(sessions)}, &n)
+	return err == nil && n == 0, err
+}
