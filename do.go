@@ -15,7 +15,9 @@ type leaseKey struct{}
 // token with TokenFrom instead of threading it by hand.
 //
 // Do returns fn's error joined with any error from Release; a lease lost
-// while fn ran makes the result match ErrLockLost even if fn returned nil.
+// while fn ran makes the result match ErrLockLost even if fn returned nil,
+// and when the loss cancelled fn, the loss comes first in the message
+// (before fn's "context canceled").
 func Do(ctx context.Context, l Locker, key string, fn func(ctx context.Context) error) error {
 	if l == nil || fn == nil {
 		return fmt.Errorf("sqllock: Do %q: %w: nil locker or function", key, ErrInvalidOption)
@@ -44,9 +46,19 @@ func run(ctx context.Context, lease Lease, fn func(ctx context.Context) error) e
 		}
 	}()
 	fnErr := fn(fctx)
+	lostFirst := fctx.Err() != nil && errors.Is(context.Cause(fctx), ErrLockLost)
 	cancel(nil)
 	<-watchDone // no goroutine outlives Do
 	relErr := lease.Release(context.WithoutCancel(ctx))
+	if lostFirst && !errors.Is(fnErr, ErrLockLost) {
+		// fn saw its context end and said "context canceled"; the reason
+		// was the loss, which Release reports: say it first.
+		loss := relErr
+		if !errors.Is(loss, ErrLockLost) {
+			loss = errors.Join(context.Cause(fctx), relErr)
+		}
+		return errors.Join(loss, fnErr)
+	}
 	return errors.Join(fnErr, relErr)
 }
 

@@ -45,6 +45,36 @@
 // [sqllock.ErrLockLost]). [Fence.Write] wraps the usual shape: begin a
 // transaction, Guard, run the caller's writes, commit.
 //
+// # Claim on takeover: raise the fence before you read
+//
+// The fence refuses an old holder only once the new holder's token is
+// recorded. A new holder that first reads the state it will act on (a
+// task's progress, a cursor) and writes later leaves a gap: the old
+// holder, not yet told of its loss (a force release, an expiry during a
+// pause; it learns at its next renewal), can still write in between,
+// accepted, and the new holder then acts on a state that is no longer
+// true. So a new holder calls [Fence.Claim] for its resources first, then
+// reads: from the moment the claim commits, every write under an older
+// token is refused, and the state it reads is final as far as older
+// holders go. This is the pattern for any holder that resumes work left
+// by another; Claim costs one statement per resource. The package's
+// Example_claim shows it.
+//
+// # One key per resource, and what tokens are
+//
+// Tokens come from one sequence shared by every key and strategy of the
+// database, so a key's tokens increase but are not consecutive: gaps mean
+// nothing (other keys drew the numbers between, or refused tries,
+// rollbacks and server restarts skipped them). Compare tokens, never count
+// them.
+//
+// For the same reason a fence resource must be guarded by one key: the
+// holders of two unrelated keys hold their locks at the same time, and the
+// one with the smaller token would be refused by the other's write,
+// though nothing is wrong. Name the resource after the key (or the data
+// the key guards), and guard a resource shared by several keys with a set
+// taken by sqllock.AcquireAll, whose token fences them all.
+//
 // Under rowlock, check in the lease's own transaction (rowlock.TxFrom):
 // the fence, the work and the lock then commit in one step.
 //

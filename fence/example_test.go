@@ -104,3 +104,92 @@ func Example() {
 	// A writes with token 1: stale true
 	// invoice 42: paid by B
 }
+
+// Claim on takeover. An import job's holder A is force-released by an
+// operator while it works; it will learn of it only at its next renewal.
+// B takes the key and claims the fence before it reads the progress, so
+// A's next chunk is refused and B's reading is final: nothing is done
+// twice and nothing lost.
+func Example_claim() {
+	dir, _ := os.MkdirTemp("", "fence-claim")
+	defer os.RemoveAll(dir)
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "app.db")+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	if err := migrations.Up(ctx, db, sqllock.SQLite); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `CREATE TABLE chunks (job TEXT, chunk INTEGER, PRIMARY KEY (job, chunk))`); err != nil {
+		log.Fatal(err)
+	}
+	locker, err := tablelock.New(db, sqllock.SQLite)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+	f, err := fence.New(sqllock.SQLite)
+	if err != nil {
+		log.Fatal(err)
+	}
+	writeChunk := func(ctx context.Context, n int) error {
+		return f.Write(ctx, db, "import/42", func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `INSERT INTO chunks VALUES ('import/42', ?)`, n)
+			return err
+		})
+	}
+
+	// A has written chunk 1 when the operator frees its key.
+	a, err := locker.Acquire(ctx, "import/42")
+	if err != nil {
+		log.Fatal(err)
+	}
+	aCtx, aStop, aEnd := make(chan context.Context), make(chan struct{}), make(chan error)
+	go func() {
+		aEnd <- sqllock.DoLease(ctx, a, func(ctx context.Context) error {
+			aCtx <- ctx // A's context: its lease rides on it
+			<-aStop
+			return nil
+		})
+	}()
+	actx := <-aCtx
+	if err := writeChunk(actx, 1); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := locker.ForceRelease(ctx, "import/42", a.Token()); err != nil {
+		log.Fatal(err)
+	}
+
+	err = sqllock.Do(ctx, locker, "import/42", func(ctx context.Context) error {
+		// Claim first, then read: older holders are refused from here on.
+		if err := f.Claim(ctx, db, "import/42"); err != nil {
+			return err
+		}
+		var done int
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM chunks WHERE job = 'import/42'`).Scan(&done); err != nil {
+			return err
+		}
+		fmt.Println("B resumes after chunk", done)
+		// A, not told yet, tries its next chunk.
+		err := writeChunk(actx, 2)
+		fmt.Println("A's late chunk 2 refused:", errors.Is(err, sqllock.ErrStaleToken))
+		return writeChunk(ctx, done+1)
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	close(aStop)
+	fmt.Println("A learns of its loss:", errors.Is(<-aEnd, sqllock.ErrLockLost))
+	var chunks int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM chunks`).Scan(&chunks); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("chunks written:", chunks)
+	// Output:
+	// B resumes after chunk 1
+	// A's late chunk 2 refused: true
+	// A learns of its loss: true
+	// chunks written: 2
+}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sqllock/sqllock"
@@ -132,14 +133,88 @@ func (f *Fence) validate(q sqllock.Querier, resource string, token int64) error 
 // matching its Err (sqllock.ErrLockLost after a loss). Without a lease in
 // ctx Guard returns an error matching sqllock.ErrNotHeld.
 func (f *Fence) Guard(ctx context.Context, q sqllock.Querier, resource string) error {
+	return f.guard(ctx, q, "guard", resource)
+}
+
+func (f *Fence) guard(ctx context.Context, q sqllock.Querier, op, resource string) error {
 	lease, ok := sqllock.LeaseFrom(ctx)
 	if !ok {
-		return fmt.Errorf("fence: guard %q: %w: no lease in the context (call it inside sqllock.Do, DoAll or DoLease)", resource, sqllock.ErrNotHeld)
+		return fmt.Errorf("fence: %s %q: %w: no lease in the context (call it inside sqllock.Do, DoAll or DoLease)", op, resource, sqllock.ErrNotHeld)
 	}
 	if err := lease.Err(); err != nil {
-		return fmt.Errorf("fence: guard %q (token %d): %w", resource, lease.Token(), err)
+		return fmt.Errorf("fence: %s %q (token %d): %w", op, resource, lease.Token(), err)
 	}
-	return f.Check(ctx, q, resource, lease.Token())
+	return lossOr(ctx, f.Check(ctx, q, resource, lease.Token()))
+}
+
+// Claim raises the fence of each resource to the token of the lease in
+// ctx, as Guard does, without a write of its own. It is the first thing a
+// new holder does, before it reads the state it will act on (a task's
+// progress, a cursor, the last chunk written):
+//
+//	err := sqllock.Do(ctx, locker, "import/42", func(ctx context.Context) error {
+//		if err := f.Claim(ctx, db, "import/42"); err != nil {
+//			return err // ErrStaleToken: a newer holder claimed it already
+//		}
+//		done, err := readProgress(ctx, db) // sees every write the fence accepted
+//		...
+//	})
+//
+// Why it is needed: a key can change hands while its old holder still
+// works (an operator's force release, an expiry during a pause), and the
+// old holder learns of it only at its next renewal. Until the new holder
+// records its token, the fence still holds the old one and accepts the old
+// holder's writes. A new holder that reads first and writes later acts on
+// a state that the old holder can still change in between: the trial that
+// found this lost a chunk of work to a duplicate key. Once Claim has
+// committed, every write under an older token is refused, so what the new
+// holder reads afterwards is final as far as older holders go.
+//
+// With a *sql.DB (or any handle outside a transaction) each check commits
+// on its own, which is what a claim needs. With a transaction the claim
+// takes effect when it commits; read the state in that same transaction
+// to hold off older writers until then. The resources are claimed in
+// ascending order, so that two claimers of overlapping sets in
+// transactions queue instead of deadlocking. Claim returns an error
+// matching sqllock.ErrStaleToken when a newer holder has claimed or
+// written a resource already: this holder must stop.
+func (f *Fence) Claim(ctx context.Context, q sqllock.Querier, resources ...string) error {
+	if len(resources) == 0 {
+		return fmt.Errorf("fence: claim: %w: no resources", sqllock.ErrInvalidOption)
+	}
+	for _, r := range resources {
+		if err := sqllock.ValidateKey(r); err != nil {
+			return fmt.Errorf("fence: claim: resource %q: %w", r, err)
+		}
+	}
+	sorted := slices.Clone(resources)
+	slices.Sort(sorted)
+	for _, r := range slices.Compact(sorted) {
+		if err := f.guard(ctx, q, "claim", r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lossOr returns err, unless ctx ended because its lease was lost
+// (sqllock.Do cancels it with the loss as the cause): then the loss,
+// with err after it. A holder's statements fail with "context canceled"
+// when that happens; the reason is the loss.
+func lossOr(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil || errors.Is(err, sqllock.ErrLockLost) {
+		return err
+	}
+	var loss error
+	if lease, ok := sqllock.LeaseFrom(ctx); ok && errors.Is(lease.Err(), sqllock.ErrLockLost) {
+		loss = lease.Err()
+	} else if cause := context.Cause(ctx); errors.Is(cause, sqllock.ErrLockLost) {
+		loss = cause
+	}
+	if loss == nil {
+		return err
+	}
+	return fmt.Errorf("%w: %w", loss, err)
 }
 
 // Write runs fn in a new transaction on db, after Guard admitted the lease
@@ -148,7 +223,9 @@ func (f *Fence) Guard(ctx context.Context, q sqllock.Querier, resource string) e
 // back and is returned as it is. A transient failure before fn runs (a
 // deadlock or serialization failure of the check, SQLITE_BUSY, a dropped
 // connection) is retried a few times, with pauses that end when ctx does;
-// fn itself runs at most once.
+// fn itself runs at most once. When ctx ended because the lease was lost
+// (sqllock.Do cancels it then), the error says so first and matches
+// sqllock.ErrLockLost, whatever the statement that noticed reported.
 func (f *Fence) Write(ctx context.Context, db *sql.DB, resource string, fn func(tx *sql.Tx) error) error {
 	if db == nil || fn == nil {
 		return fmt.Errorf("fence: write %q: %w: nil *sql.DB or function", resource, sqllock.ErrInvalidOption)
@@ -160,11 +237,15 @@ func (f *Fence) Write(ctx context.Context, db *sql.DB, resource string, fn func(
 		return attempts < writeAttempts && sqlutil.IsRetryable(err) && !errors.Is(err, sqllock.ErrStaleToken)
 	}
 	err := backoff.Retry(ctx, writeBackoff, retryable, func(ctx context.Context) error {
+		// An ended lease is refused before a connection is taken.
+		if lease, ok := sqllock.LeaseFrom(ctx); ok && lease.Err() != nil {
+			return fmt.Errorf("fence: write %q (token %d): %w", resource, lease.Token(), lease.Err())
+		}
 		t, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			return fmt.Errorf("fence: write %q: %w", resource, err)
 		}
-		if err := f.Guard(ctx, t, resource); err != nil {
+		if err := f.guard(ctx, t, "write", resource); err != nil {
 			_ = t.Rollback()
 			return err
 		}
@@ -172,14 +253,14 @@ func (f *Fence) Write(ctx context.Context, db *sql.DB, resource string, fn func(
 		return nil
 	})
 	if err != nil {
-		return err
+		return lossOr(ctx, err)
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
-		return err
+		return lossOr(ctx, err)
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("fence: write %q: commit: %w", resource, err)
+		return lossOr(ctx, fmt.Errorf("fence: write %q: commit: %w", resource, err))
 	}
 	return nil
 }
