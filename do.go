@@ -14,6 +14,10 @@ type leaseKey struct{}
 // carries the lease: fn can pass ctx down and let the writer read the fencing
 // token with TokenFrom instead of threading it by hand.
 //
+// When fn returns an error and the lease holds its key in the transaction
+// fn worked in (rowlock: Lease.Tx, TxFrom), Do rolls that transaction
+// back instead of committing it: a failed fn leaves nothing behind.
+//
 // Do returns fn's error joined with any error from Release; a lease lost
 // while fn ran makes the result match ErrLockLost even if fn returned nil,
 // and when the loss cancelled fn, the loss comes first in the message
@@ -49,7 +53,7 @@ func run(ctx context.Context, lease Lease, fn func(ctx context.Context) error) e
 	lostFirst := fctx.Err() != nil && errors.Is(context.Cause(fctx), ErrLockLost)
 	cancel(nil)
 	<-watchDone // no goroutine outlives Do
-	relErr := lease.Release(context.WithoutCancel(ctx))
+	relErr := end(context.WithoutCancel(ctx), lease, fnErr != nil)
 	if lostFirst && !errors.Is(fnErr, ErrLockLost) {
 		// fn saw its context end and said "context canceled"; the reason
 		// was the loss, which Release reports: say it first.
@@ -60,6 +64,26 @@ func run(ctx context.Context, lease Lease, fn func(ctx context.Context) error) e
 		return errors.Join(loss, fnErr)
 	}
 	return errors.Join(fnErr, relErr)
+}
+
+// rollbacker is a lease whose keys are held by a transaction that the
+// work runs in (rowlock): it can end by undoing that work.
+type rollbacker interface {
+	Rollback(ctx context.Context) error
+}
+
+// end releases lease after fn; after a failed fn, a lease that holds its
+// keys in the work's transaction is rolled back instead of committed.
+func end(ctx context.Context, lease Lease, failed bool) error {
+	if failed {
+		if m, ok := lease.(*MultiLease); ok {
+			return m.release(ctx, true)
+		}
+		if r, ok := lease.(rollbacker); ok {
+			return r.Rollback(ctx)
+		}
+	}
+	return lease.Release(ctx)
 }
 
 // LeaseFrom returns the lease held by the Do (or DoLease) that made ctx.

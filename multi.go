@@ -17,6 +17,22 @@ const MaxKeys = 64
 
 var _ Lease = (*MultiLease)(nil)
 
+// SetLocker is a Locker that can hold several keys as one lease.
+// AcquireAll, TryAcquireAll and DoAll use it when their Locker has it, and
+// every key of the MultiLease is then that one lease. rowlock has it: the
+// keys' row locks are taken in one transaction, so the work done in it
+// commits or rolls back with every key at once (rowlock.TxFrom finds it
+// inside DoAll), and the set pins one connection.
+type SetLocker interface {
+	Locker
+	// AcquireSet takes every key of keys, which are valid, distinct and in
+	// ascending order, as one lease, blocking until all are held or ctx
+	// ends.
+	AcquireSet(ctx context.Context, keys []string) (Lease, error)
+	// TryAcquireSet is AcquireSet without waiting: every key or none.
+	TryAcquireSet(ctx context.Context, keys []string) (Lease, error)
+}
+
 // AcquireAll takes every key on l and returns one lease over all of them.
 //
 // The keys are deduplicated and taken one at a time in ascending byte
@@ -70,6 +86,22 @@ func acquireAll(ctx context.Context, l Locker, keys []string, wait bool) (*Multi
 	if err != nil {
 		return nil, fmt.Errorf("sqllock: %s: %w", op, err)
 	}
+	if sl, ok := l.(SetLocker); ok {
+		var set Lease
+		if wait {
+			set, err = sl.AcquireSet(ctx, sorted)
+		} else {
+			set, err = sl.TryAcquireSet(ctx, sorted)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("sqllock: %s: %w", op, err)
+		}
+		leases := make([]Lease, len(sorted))
+		for i := range leases {
+			leases[i] = set
+		}
+		return newMultiLease(sorted, leases, []Lease{set}), nil
+	}
 	leases := make([]Lease, 0, len(sorted))
 	for _, key := range sorted {
 		var lease Lease
@@ -91,7 +123,7 @@ func acquireAll(ctx context.Context, l Locker, keys []string, wait bool) (*Multi
 			return nil, rollback(ctx, leases, fmt.Errorf("sqllock: %s: key %q: %w: lost while later keys were taken: %w", op, lease.Key(), ErrNotAcquired, err))
 		}
 	}
-	return newMultiLease(sorted, leases), nil
+	return newMultiLease(sorted, leases, leases), nil
 }
 
 // sortKeys validates keys and returns them sorted, without duplicates.
@@ -138,7 +170,10 @@ func rollback(ctx context.Context, leases []Lease, err error) error {
 type MultiLease struct {
 	keys   []string // sorted, distinct
 	leases []Lease  // parallel to keys
-	token  int64
+	// parts are the distinct leases: leases itself, or the one lease of
+	// a SetLocker behind every key.
+	parts []Lease
+	token int64
 
 	stop        chan struct{} // closed by Release: ends the watcher
 	watcherDone chan struct{}
@@ -146,12 +181,12 @@ type MultiLease struct {
 	st leasestate.State // the first cause is kept
 }
 
-func newMultiLease(keys []string, leases []Lease) *MultiLease {
+func newMultiLease(keys []string, leases, parts []Lease) *MultiLease {
 	m := &MultiLease{
-		keys: keys, leases: leases,
+		keys: keys, leases: leases, parts: parts,
 		stop: make(chan struct{}), watcherDone: make(chan struct{}),
 	}
-	for _, l := range leases {
+	for _, l := range parts {
 		m.token = max(m.token, l.Token())
 	}
 	go m.watch()
@@ -162,14 +197,14 @@ func newMultiLease(keys []string, leases []Lease) *MultiLease {
 // any number of keys; it never outlives the lease.
 func (m *MultiLease) watch() {
 	defer close(m.watcherDone)
-	cases := make([]reflect.SelectCase, 0, len(m.leases)+1)
+	cases := make([]reflect.SelectCase, 0, len(m.parts)+1)
 	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(m.stop)})
-	for _, l := range m.leases {
+	for _, l := range m.parts {
 		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(l.Done())})
 	}
 	i, _, _ := reflect.Select(cases)
 	if i > 0 {
-		m.endPart(m.leases[i-1])
+		m.endPart(m.parts[i-1])
 	}
 }
 
@@ -192,15 +227,24 @@ func (m *MultiLease) Keys() []string { return slices.Clone(m.keys) }
 
 // Part returns the lease on one of the keys, for its own token or a
 // strategy's own methods. Release the MultiLease, not the part: a part
-// released alone ends the MultiLease as a lost key does. (Under rowlock
-// each key has its own transaction, Part(key).Tx(), and Release commits
-// them one after another, not as one.)
+// released alone ends the MultiLease as a lost key does. With a SetLocker
+// (rowlock) every key's part is the same lease: one transaction.
 func (m *MultiLease) Part(key string) (Lease, bool) {
 	i, ok := slices.BinarySearch(m.keys, key)
 	if !ok {
 		return nil, false
 	}
 	return m.leases[i], true
+}
+
+// Shared returns the one lease behind every key when a SetLocker took the
+// set (rowlock: its Tx holds every key), and false when each key has a
+// lease of its own.
+func (m *MultiLease) Shared() (Lease, bool) {
+	if len(m.parts) == 1 {
+		return m.parts[0], true
+	}
+	return nil, false
 }
 
 // Token returns the largest of the keys' tokens.
@@ -211,9 +255,11 @@ func (m *MultiLease) Part(key string) (Lease, bool) {
 // later holder of any of the keys draws its own after the key came free,
 // which is later still. That rests on the strategy noticing a loss before
 // the key can go to someone else, as tablelock does (its lease counts
-// itself lost a safety margin before the row expires). rowlock and advisory
-// learn of a killed session after the server has freed its keys: there,
-// fence each resource with its own key's token, Part(key).Token().
+// itself lost a safety margin before the row expires), or on every key
+// being freed at one moment, as rowlock's one transaction is. advisory
+// learns of a killed session after the server has freed its keys, one by
+// one: there, fence each resource with its own key's token,
+// Part(key).Token().
 func (m *MultiLease) Token() int64 { return m.token }
 
 // Done is closed when any key is lost, or at Release.
@@ -227,7 +273,7 @@ func (m *MultiLease) Err() error {
 	if err := m.st.Err(); err != nil {
 		return err
 	}
-	for _, l := range m.leases {
+	for _, l := range m.parts {
 		if l.Err() != nil {
 			m.endPart(l)
 			break
@@ -242,6 +288,12 @@ func (m *MultiLease) Err() error {
 // second call ErrReleased. Each key is released as its strategy does it,
 // detached from ctx's cancellation.
 func (m *MultiLease) Release(ctx context.Context) error {
+	return m.release(ctx, false)
+}
+
+// release is Release; with rollback, the parts that hold their keys in a
+// transaction (rowlock) are rolled back instead of committed.
+func (m *MultiLease) release(ctx context.Context, rollback bool) error {
 	if !m.st.MarkReleased() {
 		return fmt.Errorf("sqllock: release %s: %w", m.Key(), ErrReleased)
 	}
@@ -250,8 +302,8 @@ func (m *MultiLease) Release(ctx context.Context) error {
 
 	lostErr := m.Err() // the loss, if one ended the lease before Release
 	var errs []error
-	for i := len(m.leases) - 1; i >= 0; i-- {
-		if err := m.leases[i].Release(ctx); err != nil {
+	for i := len(m.parts) - 1; i >= 0; i-- {
+		if err := end(ctx, m.parts[i], rollback); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -12,9 +12,15 @@
 // [Locker.TryAcquire] uses NOWAIT. The [Lease] exposes its transaction
 // ([Lease.Tx], or [TxFrom] inside [sqllock.Do]): work done there commits
 // with [Lease.Release] in the same step that frees the key, or is undone
-// with [Lease.Rollback]. A rowlock whose writes run in its own transaction
-// is safe by construction: a holder whose session is killed loses its
-// writes together with its lock.
+// with [Lease.Rollback]; [sqllock.Do] rolls back when its function fails.
+// A rowlock whose writes run in its own transaction is safe by
+// construction: a holder whose session is killed loses its writes
+// together with its lock.
+//
+// [sqllock.AcquireAll], TryAcquireAll and DoAll take several keys in one
+// transaction ([Locker.AcquireSet]): one connection, one [Lease] behind
+// every key, and [TxFrom] works inside DoAll, so an order of several items
+// commits or rolls back as one.
 //
 // The fencing token is drawn from the shared sequence by the statement
 // that takes the row lock, after the lock is granted, so it is strictly
@@ -22,8 +28,11 @@
 //
 // [LockRows] locks rows of an application table (stock items, accounts) in
 // one statement in sorted key order, so transactions that lock overlapping
-// sets queue instead of deadlocking. It takes any [sqllock.Querier] inside
-// a transaction: a *sql.Tx, or a lease's own [Lease.Tx].
+// sets queue instead of deadlocking: the multi-item order in one
+// transaction, with no lock table at all. It takes any [sqllock.Querier]
+// inside a transaction: a *sql.Tx, a *sqlx.Tx, a lease's own [Lease.Tx],
+// or a pgx.Tx through package pgxq. Writes in that transaction need no
+// fence; [Token] draws one for work done elsewhere under the locks.
 //
 // # Cost and the pool-size rule
 //

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/lease"
@@ -19,18 +20,27 @@ var _ sqllock.Lease = (*Lease)(nil)
 type Lease struct {
 	base   lease.Base
 	l      *Locker
+	keys   []string // ascending; one unless AcquireSet took several
 	a      *attempt // the pinned connection and the transaction
 	holder holder   // the holding session, for the monitor
 }
 
-func newLease(l *Locker, a *attempt, key string, g grant) *Lease {
-	s := &Lease{l: l, a: a, holder: g.holder}
-	s.base.Init("rowlock", key, g.token)
+func newLease(l *Locker, a *attempt, keys []string, g grant) *Lease {
+	s := &Lease{l: l, a: a, keys: keys, holder: g.holder}
+	if len(keys) == 1 {
+		s.base.Init("rowlock", keys[0], g.token)
+	} else {
+		s.base.Init("rowlock", fmt.Sprintf("%q", keys), g.token)
+	}
 	return s
 }
 
-// Key returns the key held.
+// Key returns the key held; for a set taken by AcquireSet, the keys as a
+// quoted list, for messages (Keys returns them).
 func (s *Lease) Key() string { return s.base.Key() }
+
+// Keys returns the keys held, in the order they were locked.
+func (s *Lease) Keys() []string { return slices.Clone(s.keys) }
 
 // Token returns the fencing token, strictly larger for each new holder of
 // the key. It was drawn from the shared sequence inside the holding
@@ -113,12 +123,19 @@ func (s *Lease) end(ctx context.Context, op string, finish func(*sql.Tx) error) 
 }
 
 // TxFrom returns the transaction of the rowlock lease held by the
-// sqllock.Do (or DoLease) that made ctx, so the protected work can run
-// inside the transaction that holds the key.
+// sqllock.Do, DoLease or DoAll that made ctx, so the protected work can run
+// inside the transaction that holds the keys.
 func TxFrom(ctx context.Context) (*sql.Tx, bool) {
 	l, ok := sqllock.LeaseFrom(ctx)
 	if !ok {
 		return nil, false
+	}
+	if m, ok := l.(*sqllock.MultiLease); ok {
+		// DoAll: a rowlock set is one Lease behind every key.
+		l, ok = m.Shared()
+		if !ok {
+			return nil, false
+		}
 	}
 	s, ok := l.(*Lease)
 	if !ok {

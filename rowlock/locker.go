@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
 	"time"
 
@@ -166,21 +167,62 @@ func (l *Locker) awaitGone(sessions []holder) error {
 // Acquire is not reentrant: a second Acquire of a key this process already
 // holds waits for the first lease to end, whatever owner the context names.
 func (l *Locker) Acquire(ctx context.Context, key string) (sqllock.Lease, error) {
-	return l.acquire(ctx, key, true)
+	return l.acquire(ctx, []string{key}, true)
 }
 
 // TryAcquire takes key if no transaction holds it (FOR UPDATE NOWAIT), and
 // otherwise returns at once an error matching sqllock.ErrNotAcquired.
 func (l *Locker) TryAcquire(ctx context.Context, key string) (sqllock.Lease, error) {
-	return l.acquire(ctx, key, false)
+	return l.acquire(ctx, []string{key}, false)
 }
 
-func (l *Locker) acquire(ctx context.Context, key string, wait bool) (sqllock.Lease, error) {
-	if err := sqllock.ValidateKey(key); err != nil {
-		return nil, fmt.Errorf("rowlock: acquire %q: %w", key, err)
+var _ sqllock.SetLocker = (*Locker)(nil)
+
+// AcquireSet takes every key of keys in one transaction, in ascending
+// order, and returns one Lease over all of them: its Tx holds every row
+// lock, so the work done there commits (Release) or rolls back with all
+// the keys at once, and TxFrom finds it inside sqllock.DoAll.
+// sqllock.AcquireAll, TryAcquireAll and DoAll call it for a rowlock
+// Locker; call those rather than this. The set pins one connection,
+// whatever its size. Its token, the last drawn (after every lock was
+// granted), fences the resources of every key: all of them are freed
+// together, when the transaction ends.
+func (l *Locker) AcquireSet(ctx context.Context, keys []string) (sqllock.Lease, error) {
+	return l.acquire(ctx, keys, true)
+}
+
+// TryAcquireSet is AcquireSet with NOWAIT: it takes every key or none, and
+// returns an error matching sqllock.ErrNotAcquired that names the first
+// key held elsewhere.
+func (l *Locker) TryAcquireSet(ctx context.Context, keys []string) (sqllock.Lease, error) {
+	return l.acquire(ctx, keys, false)
+}
+
+// label names keys in messages: one key quoted, a set as a quoted list.
+func label(keys []string) string {
+	if len(keys) == 1 {
+		return strconv.Quote(keys[0])
+	}
+	return fmt.Sprintf("%q", keys)
+}
+
+func (l *Locker) acquire(ctx context.Context, keys []string, wait bool) (sqllock.Lease, error) {
+	name := label(keys)
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("rowlock: acquire: %w: no keys", sqllock.ErrInvalidKey)
+	}
+	for i, key := range keys {
+		if err := sqllock.ValidateKey(key); err != nil {
+			return nil, fmt.Errorf("rowlock: acquire %q: %w", key, err)
+		}
+		if i > 0 && keys[i-1] >= key {
+			// One order for every transaction is what keeps sets from
+			// deadlocking: the caller (sqllock.AcquireAll) sorts them.
+			return nil, fmt.Errorf("rowlock: acquire %s: %w: keys must be distinct and in ascending order", name, sqllock.ErrInvalidKey)
+		}
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, cancelled(key, err)
+		return nil, cancelled(name, err)
 	}
 	// Close ends the attempt as the end of ctx would: pool waits, lock
 	// waits and the server's cancel all follow the context.
@@ -189,7 +231,7 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (sqllock.Le
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
-		return nil, closedErr(key, false)
+		return nil, closedErr(name, false)
 	}
 	l.bg.Add(1)
 	l.inflight[ctx] = cancel
@@ -201,29 +243,31 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (sqllock.Le
 		l.bg.Done()
 	}()
 	for {
-		s, retry, err := l.attempt(ctx, key, wait)
+		s, retry, err := l.attempt(ctx, keys, wait)
 		switch {
 		case err != nil:
 			return nil, err
 		case retry:
-			// The key's row was missing and has been created; lock it now.
+			// A key's row was missing and has been created; lock them now.
 			continue
 		}
 		if !l.watch(s) {
-			// Granted while Close ran: give the key back.
+			// Granted while Close ran: give the keys back.
 			l.closeAttempt(s.a, false)
-			return nil, closedErr(key, true)
+			return nil, closedErr(name, true)
 		}
 		return s, nil
 	}
 }
 
-// attempt pins a connection, opens a transaction and tries to lock key's
-// row. retry reports that the row was missing and has been created since.
-func (l *Locker) attempt(ctx context.Context, key string, wait bool) (s *Lease, retry bool, err error) {
+// attempt pins a connection, opens a transaction and tries to lock the
+// keys' rows, in order. retry reports that a row was missing and has been
+// created since.
+func (l *Locker) attempt(ctx context.Context, keys []string, wait bool) (s *Lease, retry bool, err error) {
+	name := label(keys)
 	sts, put, err := l.stmts.StmtAll(ctx, l.db, l.st.queries()...)
 	if err != nil {
-		return nil, false, l.failed(ctx, key, fmt.Errorf("prepare: %w", err))
+		return nil, false, l.failed(ctx, name, fmt.Errorf("prepare: %w", err))
 	}
 	defer put()
 	conn, err := l.db.Conn(ctx)
@@ -232,10 +276,10 @@ func (l *Locker) attempt(ctx context.Context, key string, wait bool) (s *Lease, 
 			// Say why it waited: a pool too small for the leases held is the
 			// usual cause, and a bare deadline would hide it.
 			st := l.db.Stats()
-			return nil, false, errors.Join(fmt.Errorf("rowlock: acquire %q: %w: no pooled connection came free (%d open, %d in use, limit %d); each held lease pins one",
-				key, sqllock.ErrNotAcquired, st.OpenConnections, st.InUse, st.MaxOpenConnections), ctx.Err())
+			return nil, false, errors.Join(fmt.Errorf("rowlock: acquire %s: %w: no pooled connection came free (%d open, %d in use, limit %d); each held lease pins one",
+				name, sqllock.ErrNotAcquired, st.OpenConnections, st.InUse, st.MaxOpenConnections), ctx.Err())
 		}
-		return nil, false, l.failed(ctx, key, err)
+		return nil, false, l.failed(ctx, name, err)
 	}
 	// The transaction lives as long as the lease, not as long as ctx:
 	// database/sql rolls a transaction back when its context ends.
@@ -244,28 +288,35 @@ func (l *Locker) attempt(ctx context.Context, key string, wait bool) (s *Lease, 
 	if a.holder, err = l.st.session(ctx, conn); err != nil {
 		// No transaction yet: a discarded connection holds nothing.
 		a.close(ctx.Err() != nil)
-		return nil, false, l.failed(ctx, key, err)
+		return nil, false, l.failed(ctx, name, err)
 	}
 	if a.tx, err = conn.BeginTx(txCtx, nil); err != nil {
 		l.closeAttempt(a, false)
-		return nil, false, l.failed(ctx, key, err)
+		return nil, false, l.failed(ctx, name, err)
 	}
-	g, retry, err := l.st.lock(ctx, a, key, wait)
-	if err != nil || retry || ctx.Err() != nil {
-		// A grant that raced a cancel is not reported as held: the caller
-		// has given up on it. The connection may still be hit by the
-		// cancel: discard it.
-		l.closeAttempt(a, ctx.Err() != nil)
-		if retry && err == nil && ctx.Err() == nil {
-			return nil, true, nil
+	var set grant
+	for _, key := range keys {
+		g, retry, err := l.st.lock(ctx, a, key, wait)
+		if err != nil || retry || ctx.Err() != nil {
+			// A grant that raced a cancel is not reported as held: the
+			// caller has given up on it. The connection may still be hit
+			// by the cancel: discard it. A missing row ends the whole
+			// attempt: the next one locks every key again, in order.
+			l.closeAttempt(a, ctx.Err() != nil)
+			if retry && err == nil && ctx.Err() == nil {
+				return nil, true, nil
+			}
+			if err == nil {
+				err = ctx.Err()
+			}
+			return nil, false, l.failed(ctx, strconv.Quote(key), err)
 		}
-		if err == nil {
-			err = ctx.Err()
-		}
-		return nil, false, l.failed(ctx, key, err)
+		// Drawn one after another on one session: the last is the
+		// largest, and drawn while every key is held.
+		set = grant{token: max(set.token, g.token), holder: g.holder}
 	}
 	a.stmts = nil // given back by put
-	return newLease(l, a, key, g), false, nil
+	return newLease(l, a, keys, set), false, nil
 }
 
 // close rolls back and returns the connection to the pool; bad discards
@@ -286,28 +337,29 @@ func (a *attempt) close(bad bool) bool {
 }
 
 // failed classifies an attempt's error: the Locker closing, a cancelled
-// context, a refusal, or a database error, each naming the key.
-func (l *Locker) failed(ctx context.Context, key string, err error) error {
+// context, a refusal, or a database error, each naming the key (name is
+// quoted already).
+func (l *Locker) failed(ctx context.Context, name string, err error) error {
 	switch {
 	case context.Cause(ctx) == errClosing:
-		return closedErr(key, true)
+		return closedErr(name, true)
 	case ctx.Err() != nil:
-		return cancelled(key, ctx.Err())
+		return cancelled(name, ctx.Err())
 	case errors.Is(err, errRefused):
-		return fmt.Errorf("rowlock: acquire %q: %w: the row is locked by another transaction", key, sqllock.ErrNotAcquired)
+		return fmt.Errorf("rowlock: acquire %s: %w: the row is locked by another transaction", name, sqllock.ErrNotAcquired)
 	}
-	return fmt.Errorf("rowlock: acquire %q: %w", key, err)
+	return fmt.Errorf("rowlock: acquire %s: %w", name, err)
 }
 
-func cancelled(key string, cause error) error {
-	return errors.Join(fmt.Errorf("rowlock: acquire %q: %w", key, sqllock.ErrNotAcquired), cause)
+func cancelled(name string, cause error) error {
+	return errors.Join(fmt.Errorf("rowlock: acquire %s: %w", name, sqllock.ErrNotAcquired), cause)
 }
 
 // closedErr is the error of an acquisition refused by a closed Locker;
 // stopped: it was in flight when Close came, and did not get the key.
-func closedErr(key string, stopped bool) error {
+func closedErr(name string, stopped bool) error {
 	if stopped {
-		return fmt.Errorf("rowlock: acquire %q: %w: %w", key, sqllock.ErrNotAcquired, sqllock.ErrClosed)
+		return fmt.Errorf("rowlock: acquire %s: %w: %w", name, sqllock.ErrNotAcquired, sqllock.ErrClosed)
 	}
-	return fmt.Errorf("rowlock: acquire %q: %w", key, sqllock.ErrClosed)
+	return fmt.Errorf("rowlock: acquire %s: %w", name, sqllock.ErrClosed)
 }

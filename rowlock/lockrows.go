@@ -21,6 +21,15 @@ import (
 // Locking every set with LockRows takes the rows in the same global order
 // in every transaction, so they queue instead of deadlocking.
 //
+// Work done in tx itself needs no fencing token: the row locks and the
+// writes end together, when tx commits or rolls back (a holder whose
+// session dies loses both), so no later holder of the rows can see a
+// stale write of this one. For work outside the database under these
+// locks (a payment call, a file, another store), draw a token with
+// [Token] in tx after LockRows and hand it to that resource's fence.
+//
+// A *sqlx.Tx serves as tx as it is; a pgx.Tx through the pgxq adapter.
+//
 // table and keyColumn are validated as identifiers and quoted; keys are
 // bound parameters. keyColumn should be the primary key or a unique
 // indexed column: the database locks the rows its scan visits, so without
@@ -75,4 +84,36 @@ func LockRows[K cmp.Ordered](ctx context.Context, tx sqllock.Querier, d sqllock.
 		return 0, fmt.Errorf("rowlock: lock rows of %s: %w", table, err)
 	}
 	return n, nil
+}
+
+// Token draws a fencing token in tx from the shared sequence
+// (sqllock_fence_seq, from the migrations): larger than every token drawn
+// before it, by any key or strategy of the database. Drawn after
+// [LockRows], in the transaction that holds the row locks, it fences the
+// work done outside the database under those locks: any later holder of
+// the rows locks them after tx ends, and draws a larger token.
+func Token(ctx context.Context, tx sqllock.Querier, d sqllock.Dialect) (int64, error) {
+	dl, err := dialectOf(d, "rowlock: token: ")
+	if err != nil {
+		return 0, err
+	}
+	if tx == nil {
+		return 0, fmt.Errorf("rowlock: token: %w: nil transaction", sqllock.ErrInvalidOption)
+	}
+	rows, err := tx.QueryContext(ctx, dl.tokenQuery())
+	if err != nil {
+		return 0, fmt.Errorf("rowlock: token: %w", err)
+	}
+	defer rows.Close()
+	var token int64
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return 0, fmt.Errorf("rowlock: token: %w", err)
+		}
+		return 0, fmt.Errorf("rowlock: token: the sequence returned no row")
+	}
+	if err := rows.Scan(&token); err != nil {
+		return 0, fmt.Errorf("rowlock: token: %w", err)
+	}
+	return token, rows.Close()
 }

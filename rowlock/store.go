@@ -25,6 +25,9 @@ type dialect interface {
 	placeholder(i int) string
 	// schema is the DDL of a lock table; t is quoted.
 	schema(t string) string
+	// tokenQuery draws one fencing token from the shared sequence (for
+	// Token).
+	tokenQuery() string
 	// newStore returns the store of one Locker on its lock table t, quoted.
 	newStore(t string, env storeEnv) store
 }

@@ -25,6 +25,8 @@ func (mysqlDialect) quote(name string) (string, error) {
 
 func (mysqlDialect) placeholder(int) string { return "?" }
 
+func (mysqlDialect) tokenQuery() string { return `SELECT NEXTVAL(sqllock_fence_seq)` }
+
 // schema: varbinary, so keys compare byte for byte, not by a collation
 // that ignores case and trailing spaces.
 func (mysqlDialect) schema(t string) string {

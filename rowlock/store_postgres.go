@@ -22,6 +22,8 @@ func (postgresDialect) quote(name string) (string, error) {
 
 func (postgresDialect) placeholder(i int) string { return "$" + strconv.Itoa(i) }
 
+func (postgresDialect) tokenQuery() string { return `SELECT ` + pgSeq }
+
 func (postgresDialect) schema(t string) string {
 	return `CREATE TABLE ` + t + ` (
     lock_key varchar(255) NOT NULL PRIMARY KEY,
