@@ -19,6 +19,7 @@ import (
 	_ "github.com/sqllock/sqllock/jobguard"
 	_ "github.com/sqllock/sqllock/migrations"
 	_ "github.com/sqllock/sqllock/optimistic"
+	_ "github.com/sqllock/sqllock/pgxq"
 	_ "github.com/sqllock/sqllock/reaper"
 	_ "github.com/sqllock/sqllock/rowlock"
 	_ "github.com/sqllock/sqllock/tablelock"
@@ -27,7 +28,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // libraryPackages are the packages an application imports.
-var libraryPackages = []string{".", "./advisory", "./fence", "./jobguard", "./migrations", "./optimistic", "./reaper", "./rowlock", "./tablelock"}
+var libraryPackages = []string{".", "./advisory", "./fence", "./jobguard", "./migrations", "./optimistic", "./pgxq", "./reaper", "./rowlock", "./tablelock"}
 
 // fake is an application's own driver.
 type fake struct{}
