@@ -2,9 +2,13 @@
 // replicas of a service: the ShedLock contract on sqllock's database clock
 // and fencing tokens.
 //
-// Every replica keeps its own schedule (a ticker, cron) and calls
-// [Guard.Run] at each firing. The first replica to arrive takes the job's
-// row and runs it; the others skip. Two durations bound the row:
+// Every replica runs the same scheduler loop, [Guard.Loop], with a
+// [Schedule]: [Every] period (on the wall clock's boundaries, so replicas
+// agree), or a [Cron] expression read in a time zone (robfig/cron's
+// parser, the one Kubernetes CronJobs use). At each firing the first
+// replica to arrive takes the job's row and runs it; the others skip.
+// [Guard.Run] is one firing, for callers with a scheduler of their own.
+// Two durations bound the row:
 //
 //   - AtMost (hold-at-most) is how long the row stays taken while the job
 //     runs. A runner that crashes frees the job when it passes, so set it
@@ -16,6 +20,12 @@
 //     schedules or clocks fire slightly apart: a replica firing late for the
 //     same period finds the row still taken and skips. Set it above that
 //     spread and below the period.
+//
+// A job whose runs have no known bound sets [Job.KeepAlive]: the run's
+// hold is extended every AtMost/3 while it runs, so AtMost (short, say a
+// minute) bounds how long a crashed runner keeps the job, and a run may
+// last hours. An extension that keeps failing ends the run as lost before
+// the row could expire, as for tablelock's renewals.
 //
 // All times are compared on the database clock inside the statements; the
 // clocks of the replicas only decide when they try, never who wins.

@@ -33,6 +33,13 @@ type Job struct {
 	// AtLeast is how long after it started a run keeps the job, even when it
 	// finished sooner (0: free at once). At most AtMost.
 	AtLeast time.Duration
+	// KeepAlive extends a run's hold every AtMost/3 while it runs, for
+	// jobs whose length is not known in advance (ShedLock's
+	// KeepAliveLockProvider): AtMost then bounds how long a crashed
+	// runner keeps the job, not how long a run may last. A run whose
+	// extension fails until its safety margin, or whose job was
+	// force-released, is cancelled as lost.
+	KeepAlive bool
 }
 
 func (j Job) validate() error {

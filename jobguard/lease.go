@@ -4,24 +4,34 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/lease"
+	"github.com/sqllock/sqllock/internal/sqlutil"
 )
 
 var _ sqllock.Lease = (*Lease)(nil)
 
-// Lease is one run's hold on a job. It is never renewed: it ends at
-// AtMost, and counts itself lost AtMost/10 before that, so its holder learns
-// of the loss before another replica could take the job.
+// Lease is one run's hold on a job. It ends at AtMost from its start (or
+// from its last extension, with Job.KeepAlive), and counts itself lost
+// AtMost/10 before that, so its holder learns of the loss before another
+// replica could take the job.
 type Lease struct {
-	base     lease.Base
-	g        *Guard
-	job      Job
-	owner    string
+	base  lease.Base
+	g     *Guard
+	job   Job
+	owner string
+
+	mu       sync.Mutex
 	deadline time.Time
 	timer    *time.Timer
+
+	// keep-alive, with Job.KeepAlive: stop ends it, alive is closed when
+	// it has.
+	stop  chan struct{}
+	alive chan struct{}
 }
 
 // newLease records a won take. start is when the statement was sent: the
@@ -29,13 +39,89 @@ type Lease struct {
 func (g *Guard) newLease(job Job, owner string, token int64, start time.Time) *Lease {
 	s := &Lease{g: g, job: job, owner: owner}
 	s.base.Init("jobguard", job.Name, token)
-	s.deadline = start.Add(job.AtMost - job.AtMost/10)
+	s.deadline = s.deadlineFrom(start)
 	s.timer = time.AfterFunc(time.Until(s.deadline), s.expire)
+	if job.KeepAlive {
+		s.stop, s.alive = make(chan struct{}), make(chan struct{})
+		go s.keepAlive()
+	}
 	return s
 }
 
+// deadlineFrom is when a hold sent at start counts as lost.
+func (s *Lease) deadlineFrom(start time.Time) time.Time {
+	return start.Add(s.job.AtMost - s.job.AtMost/10)
+}
+
 func (s *Lease) expire() {
-	s.base.Lose(s.base.Lost(fmt.Sprintf("ran past its hold-at-most %v", s.job.AtMost)))
+	s.lose(fmt.Sprintf("ran past its hold-at-most %v", s.job.AtMost))
+}
+
+func (s *Lease) lose(cause string) {
+	s.base.Lose(s.base.Lost(cause))
+}
+
+// pastDeadline reports whether the lease's deadline has passed.
+func (s *Lease) pastDeadline() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Now().After(s.deadline)
+}
+
+// keepAlive extends the hold every AtMost/3 until the lease ends. A
+// failed extension is retried until the deadline; a row that is no longer
+// this run's ends the lease at once.
+func (s *Lease) keepAlive() {
+	defer close(s.alive)
+	period := s.job.AtMost / 3
+	next := time.NewTimer(period)
+	defer next.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.base.Done():
+			return
+		case <-next.C:
+		}
+		ok, err := s.extend()
+		switch {
+		case err == nil && ok:
+			next.Reset(period)
+		case err == nil:
+			s.lose("the row is no longer this run's (force-released by an operator?)")
+			return
+		case sqlutil.IsRetryable(err) || errors.Is(err, context.DeadlineExceeded):
+			next.Reset(period / 8) // the expiry timer ends the lease if none succeeds
+		default:
+			s.lose(fmt.Sprintf("keep-alive failed: %v", err))
+			return
+		}
+	}
+}
+
+// extend moves the run's expiry to AtMost from now, and the lease's
+// deadline with it. It reports false when the row is no longer this
+// run's. This is the seam for Lease.Extend (issue 16): keep-alive only
+// needs "extend by AtMost, or say the hold is gone".
+func (s *Lease) extend() (bool, error) {
+	s.mu.Lock()
+	dl := s.deadline
+	s.mu.Unlock()
+	ctx, cancel := context.WithDeadline(context.Background(), dl)
+	defer cancel()
+	start := time.Now()
+	ok, err := s.g.tbl.Renew(ctx, s.job.Name, s.owner, s.Token(), s.job.AtMost)
+	if err != nil || !ok {
+		return ok, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d := s.deadlineFrom(start); d.After(s.deadline) {
+		s.deadline = d
+		s.timer.Reset(time.Until(d))
+	}
+	return true, nil
 }
 
 // Key returns the job's name.
@@ -52,7 +138,7 @@ func (s *Lease) Done() <-chan struct{} { return s.base.Done() }
 // deadline itself, so a runner resumed after a pause learns of the loss
 // before the timer fires.
 func (s *Lease) Err() error {
-	if time.Now().After(s.deadline) {
+	if s.pastDeadline() {
 		s.expire()
 	}
 	return s.base.Err()
@@ -68,9 +154,16 @@ func (s *Lease) Release(ctx context.Context) error {
 	return s.base.Release(ctx, s.free)
 }
 
-// free is Release's own work: give the row back, kept until AtLeast.
+// free is Release's own work: stop the keep-alive, give the row back, kept
+// until AtLeast.
 func (s *Lease) free(ctx context.Context, lost error) error {
+	s.mu.Lock()
 	s.timer.Stop()
+	s.mu.Unlock()
+	if s.stop != nil {
+		close(s.stop)
+		<-s.alive
+	}
 	err := s.g.tbl.Release(ctx, s.job.Name, s.owner, s.Token(), s.job.AtLeast)
 	switch {
 	case lost != nil:
