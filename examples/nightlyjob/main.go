@@ -1,15 +1,18 @@
-// Command nightlyjob is a replica of a service that runs a scheduled job
+// Command nightlyjob is a replica of a service that runs a nightly job
 // through jobguard. Start it several times against one database (three
-// terminals, or `for i in 1 2 3; do go run ./examples/nightlyjob & done`)
-// and each period exactly one replica runs the job; the others skip.
+// terminals, or `for i in 1 2 3; do go run ./examples/nightlyjob -every 2s & done`)
+// and at each firing exactly one replica runs the job; the others skip.
 //
-//	go run ./examples/nightlyjob                          # SQLite file in the temp dir
+//	go run ./examples/nightlyjob                          # 02:00 every night, SQLite file in the temp dir
+//	go run ./examples/nightlyjob -every 2s                # every 2 seconds, to watch it
+//	go run ./examples/nightlyjob -cron '30 3 * * 1-5' -tz Europe/Berlin
 //	go run ./examples/nightlyjob -dialect postgres -dsn 'postgres://...'
 //	go run ./examples/nightlyjob -dialect mysql -dsn 'user:pass@tcp(host:3306)/db'
 //
-// The job's write is fenced: it records its token only if no later run has
-// recorded a larger one, so a replica paused past its hold-at-most cannot
-// overwrite its successor's result.
+// The job's write is fenced: it is applied only if no later run has
+// written, so a replica paused past its hold cannot overwrite its
+// successor's result. The README's nightly-job recipe is this program's
+// replica function; main_test.go runs three replicas on every dialect.
 package main
 
 import (
@@ -37,8 +40,9 @@ import (
 func main() {
 	dialectName := flag.String("dialect", "sqlite", "postgres, mysql or sqlite")
 	dsn := flag.String("dsn", "", "the driver's DSN (default: a SQLite file in the temporary directory)")
-	every := flag.Duration("every", 2*time.Second, "the job's schedule")
-	runs := flag.Int("periods", 5, "periods to run before exiting (0: until Ctrl-C)")
+	spec := flag.String("cron", "0 2 * * *", "when the job fires, a cron expression")
+	tz := flag.String("tz", "Local", "the time zone of -cron")
+	every := flag.Duration("every", 0, "fire every period instead of -cron")
 	flag.Parse()
 	log.SetFlags(log.Ltime | log.Lmicroseconds)
 	log.SetPrefix(fmt.Sprintf("[pid %d] ", os.Getpid()))
@@ -52,98 +56,100 @@ func main() {
 		if d != sqllock.SQLite {
 			log.Fatal("-dsn is needed for ", d)
 		}
-		*dsn = "file:" + filepath.Join(os.TempDir(), "nightlyjob.db") + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate"
+		// WAL: readers do not wait for the writer; busy_timeout: writers
+		// from several processes queue instead of failing at once.
+		*dsn = "file:" + filepath.Join(os.TempDir(), "nightlyjob.db") + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)"
 	}
+	var sched jobguard.Schedule
+	if *every > 0 {
+		sched, err = jobguard.Every(*every)
+	} else {
+		var loc *time.Location
+		if loc, err = time.LoadLocation(*tz); err == nil {
+			sched, err = jobguard.Cron(*spec, loc)
+		}
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	job := jobguard.Job{
+		Name:      "nightly-report",
+		AtMost:    time.Minute, // a crashed runner frees the job after a minute...
+		KeepAlive: true,        // ...while a live one keeps it as long as it runs
+		AtLeast:   30 * time.Second,
+	}
+	if *every > 0 {
+		job.AtLeast = *every / 2 // replicas firing up to every/2 late skip
+	}
+
 	db, err := sql.Open(driver, *dsn)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer db.Close()
-
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	// Every replica runs the migrations at start: concurrent starts apply
-	// each one once.
-	if err := migrations.Up(ctx, db, d); err != nil {
+	log.Printf("replica of %q, firing %v", job.Name, sched)
+	if err := replica(ctx, db, d, job, sched); err != nil && ctx.Err() == nil {
 		log.Fatal(err)
 	}
-	if err := createResultTable(ctx, db); err != nil {
-		log.Fatal(err)
+}
+
+// replica is one replica of a service that builds a nightly report: run it
+// in every replica, and at each firing of sched one of them runs the job.
+// The report is written through the fence, with the run's token: a run
+// paused past its hold (a GC pause, a stopped VM) cannot overwrite the
+// report of the run after it.
+func replica(ctx context.Context, db *sql.DB, d sqllock.Dialect, job jobguard.Job, sched jobguard.Schedule) error {
+	// Every replica migrates at start: concurrent starts apply each
+	// migration once.
+	if err := migrations.Up(ctx, db, d); err != nil {
+		return err
+	}
+	if err := createReportTable(ctx, db); err != nil {
+		return err
 	}
 	guard, err := jobguard.New(db, d)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
-	// On Ctrl-C a try in flight gives its job back before the process
-	// exits, instead of leaving it taken until AtMost.
+	// On shutdown a try in flight gives the job back at once instead of
+	// leaving it taken until AtMost.
 	defer guard.Close()
 	f, err := fence.New(d)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
-	job := jobguard.Job{
-		Name:    "examples/nightly-report",
-		AtMost:  *every,     // the run's context ends before the next period could start it again
-		AtLeast: *every / 2, // replicas firing up to every/2 late skip
-	}
-
-	// Fire at the period boundaries of the wall clock, as cron would, so
-	// replicas started at different times agree on the periods.
-	for i := 0; *runs == 0 || i < *runs; i++ {
-		next := time.Now().Truncate(*every).Add(*every)
-		select {
-		case <-time.After(time.Until(next)):
-		case <-ctx.Done():
-			return
-		}
-		ran, err := guard.Run(ctx, job, func(ctx context.Context) error {
-			return report(ctx, db, d, f)
+	return guard.Loop(ctx, job, sched, func(ctx context.Context) error {
+		// ctx carries the run's lease: Write checks its token in the
+		// transaction of the update, and ctx ends if the run loses the job.
+		return f.Write(ctx, db, "nightly-report", func(tx *sql.Tx) error {
+			// ... build the report ...
+			_, err := tx.ExecContext(ctx, `UPDATE nightly_report SET runs = runs + 1 WHERE id = 1`)
+			return err
 		})
+	}, jobguard.WithReport(func(fr jobguard.Firing) {
 		switch {
-		case err != nil:
-			log.Printf("period %s: the job failed: %v", next.Format("15:04:05"), err)
-		case !ran:
-			log.Printf("period %s: skipped, another replica has it", next.Format("15:04:05"))
+		case fr.Err != nil:
+			log.Printf("%s: the report failed: %v", fr.At.Format("15:04:05.000"), fr.Err)
+		case fr.Ran:
+			log.Printf("%s: built the report", fr.At.Format("15:04:05.000"))
+		default:
+			log.Printf("%s: skipped, another replica has it", fr.At.Format("15:04:05.000"))
 		}
-	}
+	}))
 }
 
-// report is the job: it records the run with a fenced write, applied only
-// if no later run (a larger token) has written already.
-func report(ctx context.Context, db *sql.DB, d sqllock.Dialect, f *fence.Fence) error {
-	token, _ := sqllock.TokenFrom(ctx)
-	host, _ := os.Hostname()
-	runner := fmt.Sprintf("%s/%d", host, os.Getpid())
-	time.Sleep(100 * time.Millisecond) // the work
-	q := `UPDATE nightly_report SET last_token = ?, ran_by = ?, ran_at = ? WHERE id = 1`
-	if d == sqllock.Postgres {
-		q = `UPDATE nightly_report SET last_token = $1, ran_by = $2, ran_at = $3 WHERE id = 1`
-	}
-	// Write checks the run's token (from ctx) in the same transaction as
-	// the update: a stale run gets sqllock.ErrStaleToken and writes nothing.
-	err := f.Write(ctx, db, "nightly_report", func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, q, token, runner, time.Now().UTC().Format(time.RFC3339Nano))
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	log.Printf("ran the report with fencing token %d", token)
-	return nil
-}
-
-func createResultTable(ctx context.Context, db *sql.DB) error {
+func createReportTable(ctx context.Context, db *sql.DB) error {
 	_, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS nightly_report (
-	id         integer      NOT NULL PRIMARY KEY,
-	last_token bigint       NOT NULL,
-	ran_by     varchar(255) NOT NULL,
-	ran_at     varchar(64)  NOT NULL
+	id   integer NOT NULL PRIMARY KEY,
+	runs integer NOT NULL
 )`)
 	if err != nil {
 		return err
 	}
 	// A concurrent replica may insert first: a duplicate key is fine.
-	_, err = db.ExecContext(ctx, `INSERT INTO nightly_report (id, last_token, ran_by, ran_at) VALUES (1, 0, '', '')`)
+	_, err = db.ExecContext(ctx, `INSERT INTO nightly_report (id, runs) VALUES (1, 0)`)
 	if err != nil && !isDuplicate(err) {
 		return err
 	}

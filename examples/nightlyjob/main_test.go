@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"log"
+	"os"
+	"regexp"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/jobguard"
+)
+
+func TestMain(m *testing.M) { testdb.VerifyNoLeaks(m) }
+
+// syncBuffer collects the replicas' log lines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var line = regexp.MustCompile(`(?m)^(\S+): (built the report|skipped, another replica has it|the report failed.*)$`)
+
+// The nightly-job recipe: three replicas, each with its own handle (as
+// three processes would have), fire on one schedule; each firing builds
+// the report once, and the fenced counter counts every run. On every
+// dialect, through database/sql, and on the servers through a pgx pool
+// (stdlib.OpenDBFromPool) and sqlx.
+func TestThreeReplicas(t *testing.T) {
+	var logs syncBuffer
+	log.SetOutput(&logs)
+	log.SetFlags(0)
+	defer log.SetOutput(os.Stderr)
+	type handle struct {
+		name string
+		open func(t *testing.T, db *testdb.DB) *sql.DB
+	}
+	plain := handle{"database/sql", func(t *testing.T, db *testdb.DB) *sql.DB { return testdb.Fresh(t, db.Dialect, 0).DB }}
+	pgx := handle{"pgxpool", func(t *testing.T, db *testdb.DB) *sql.DB {
+		pool, err := pgxpool.New(context.Background(), db.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sdb := stdlib.OpenDBFromPool(pool)
+		t.Cleanup(func() { sdb.Close(); pool.Close() })
+		return sdb
+	}}
+	sqlxH := handle{"sqlx", func(t *testing.T, db *testdb.DB) *sql.DB {
+		dbx := sqlx.NewDb(testdb.Fresh(t, db.Dialect, 0).DB, db.Driver)
+		return dbx.DB // sqlx wraps a *sql.DB: hand that to sqllock
+	}}
+	for _, d := range testdb.Dialects {
+		handles := []handle{plain}
+		switch d {
+		case sqllock.Postgres:
+			handles = append(handles, pgx, sqlxH)
+		case sqllock.MySQL:
+			handles = append(handles, sqlxH)
+		}
+		for _, h := range handles {
+			t.Run(d.String()+"/"+h.name, func(t *testing.T) {
+				db := testdb.Open(t, d)
+				const period = 400 * time.Millisecond
+				job := jobguard.Job{Name: "nightly-report", AtMost: time.Minute, KeepAlive: true, AtLeast: period / 4}
+				sched, err := jobguard.Every(period)
+				if err != nil {
+					t.Fatal(err)
+				}
+				before := runs(t, db.DB)
+				start := len(logs.String())
+				ctx, cancel := context.WithTimeout(context.Background(), 4*period+period/2)
+				defer cancel()
+				var wg sync.WaitGroup
+				for range 3 {
+					r := h.open(t, db)
+					wg.Go(func() {
+						if err := replica(ctx, r, d, job, sched); !errors.Is(err, context.DeadlineExceeded) {
+							t.Errorf("replica: %v", err)
+						}
+					})
+				}
+				wg.Wait()
+				built, tried := map[string]int{}, map[string]int{}
+				for _, m := range line.FindAllStringSubmatch(logs.String()[start:], -1) {
+					tried[m[1]]++
+					switch m[2] {
+					case "built the report":
+						built[m[1]]++
+					case "skipped, another replica has it":
+					default:
+						t.Errorf("%s: %s", m[1], m[2])
+					}
+				}
+				t.Logf("built %v; tried %v", built, tried)
+				if len(tried) < 3 {
+					t.Errorf("%d firings in 4.5 periods", len(tried))
+				}
+				for at := range tried {
+					if built[at] != 1 {
+						t.Errorf("firing %s built the report %d times, want once", at, built[at])
+					}
+				}
+				if got := runs(t, db.DB) - before; got != len(built) {
+					t.Errorf("the fenced counter grew by %d for %d runs", got, len(built))
+				}
+			})
+		}
+	}
+}
+
+func runs(t *testing.T, db *sql.DB) int {
+	t.Helper()
+	if err := createReportTable(context.Background(), db); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := db.QueryRow("SELECT runs FROM nightly_report WHERE id = 1").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
