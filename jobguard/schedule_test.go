@@ -29,7 +29,7 @@ func TestLoopOneRunPerPeriod(t *testing.T) {
 		ctx, cancel := context.WithTimeout(ctxT(t), 5*period+period/2)
 		defer cancel()
 		var mu sync.Mutex
-		runs := map[time.Time]int{}  // by firing
+		runs := map[time.Time]int{}    // by firing
 		firings := map[time.Time]int{} // reports, run or skipped
 		var wg sync.WaitGroup
 		for range 3 {
