@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // driver "pgx"
@@ -30,9 +31,11 @@ type dbFlags struct {
 // newFlags returns a FlagSet for command name with the database flags.
 func newFlags(name string, e env, df *dbFlags) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	// Errors come back from parseArgs as one line; -h prints the flags.
+	// Errors come back from parseArgs as one line; -h prints the usage
+	// and the flags on the command's stdout (parseArgs).
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
+	helpOut.Store(fs, e.stdout)
 	if df != nil {
 		fs.StringVar(&df.dsn, "dsn", e.getenv("SQLLOCK_DSN"), "database: postgres://..., mysql://..., sqlite://path (default $SQLLOCK_DSN, else embedded SQLite)")
 		fs.StringVar(&df.dataDir, "data-dir", "", "folder of the embedded SQLite database (default: sqllock in the temporary directory)")
@@ -40,18 +43,40 @@ func newFlags(name string, e env, df *dbFlags) *flag.FlagSet {
 	return fs
 }
 
+// helpOut is where each FlagSet of newFlags prints its -h: the stdout of
+// the command that made it. (A FlagSet has no field for it, and its own
+// output stays discarded so that errors come back as one line.)
+var helpOut sync.Map // *flag.FlagSet -> io.Writer
+
+// commandUsage is the first line of each command's -h.
+var commandUsage = map[string]string{
+	"demo stock": "demo stock [--strategy S] [--workers N] [--units N] [--procs N] [--work D] [--json] [--dsn DSN]",
+	"demo job":   "demo job [--replicas N] [--periods N] [--period D] [--procs N] [--json] [--dsn DSN]",
+	"migrate":    "migrate up|status|down [--force] [--all] [--dsn DSN]\n       sqllock migrate export DIR [--dialect D]   (no database: write the embedded .sql files to DIR)",
+	"locks":      "locks [--json] [--key NAME]... [--dsn DSN]\n       sqllock locks release KEY --force [--job]",
+	"hold":       "hold KEY [--for 1h] [--ttl 30s] [--owner ID] [--dsn DSN]",
+	"bench":      "bench [flags] [--dsn DSN]",
+}
+
 // parseArgs parses flags wherever they stand among the positional
 // arguments (the flag package stops at the first positional one) and
 // returns the positional ones.
 func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	defer helpOut.Delete(fs)
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				fs.SetOutput(os.Stdout)
-				fmt.Fprintf(os.Stdout, "flags of sqllock %s:\n", fs.Name())
+				// Asked for: the usage on stdout, and success.
+				if w, ok := helpOut.Load(fs); ok {
+					fs.SetOutput(w.(io.Writer))
+				}
+				if line, ok := commandUsage[fs.Name()]; ok {
+					fmt.Fprintf(fs.Output(), "usage: sqllock %s\n\n", line)
+				}
+				fmt.Fprintf(fs.Output(), "flags of sqllock %s:\n", fs.Name())
 				fs.PrintDefaults()
-				return nil, fail(exitUsage, "")
+				return nil, fail(exitOK, "")
 			}
 			return nil, fail(exitUsage, "%s: %v", fs.Name(), err)
 		}

@@ -11,22 +11,26 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/advisory"
 	"github.com/sqllock/sqllock/internal/identity"
 	"github.com/sqllock/sqllock/jobguard"
 	"github.com/sqllock/sqllock/tablelock"
 )
 
-// lockRow is one line of `sqllock locks`: a tablelock lock or a jobguard job.
+// lockRow is one line of `sqllock locks`: a tablelock lock, a jobguard job,
+// or an advisory lock as the server shows it (no token, no times: those
+// the server does not keep).
 type lockRow struct {
-	Kind      string    `json:"kind"` // "lock" or "job"
+	Kind      string    `json:"kind"` // "lock", "job" or "advisory"
 	Key       string    `json:"key"`
-	Owner     string    `json:"owner"` // jobs: "running" or "done (hold-at-least)"
+	Owner     string    `json:"owner"` // jobs: "running" or "done (hold-at-least)"; advisory: the session
 	Host      string    `json:"host"`
 	Holds     int       `json:"holds,omitempty"`
-	Token     int64     `json:"token"`
-	Acquired  time.Time `json:"acquired"`
-	Expires   time.Time `json:"expires"`
-	HeldForMS int64     `json:"held_for_ms"`
+	Token     int64     `json:"token,omitempty"`
+	Acquired  time.Time `json:"acquired,omitzero"`
+	Expires   time.Time `json:"expires,omitzero"`
+	HeldForMS int64     `json:"held_for_ms,omitempty"`
+	State     string    `json:"state,omitempty"` // advisory: "held" or "waiting", "(shared)"
 }
 
 func cmdLocks(ctx context.Context, args []string, e env) error {
@@ -36,6 +40,15 @@ func cmdLocks(ctx context.Context, args []string, e env) error {
 	force := fs.Bool("force", false, "release: really free the lock")
 	job := fs.Bool("job", false, "release: KEY names a jobguard job, not a lock")
 	asJSON := fs.Bool("json", false, "print the list as JSON")
+	var names []string
+	fs.Func("key", "an advisory key to name in the list (repeat it); on MariaDB without performance_schema, the keys to look up", func(k string) error {
+		if err := sqllock.ValidateKey(k); err != nil {
+			return err
+		}
+		names = append(names, k)
+		return nil
+	})
+	namespace := fs.String("namespace", advisory.DefaultNamespace, "the advisory Lockers' namespace (advisory.WithNamespace)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -68,12 +81,28 @@ func cmdLocks(ctx context.Context, args []string, e env) error {
 			return err
 		}
 		if len(pos) == 0 {
+			adv, notes, err := advisoryLocks(ctx, db, t.dialect, *namespace, names)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, adv...)
+			if t.dialect != sqllock.SQLite {
+				notes = append(notes, "not shown: rowlock leases, which are row locks of open transactions (the server lists those transactions, not keys)")
+			}
+			notesTo := e.stdout
 			if *asJSON {
 				enc := json.NewEncoder(e.stdout)
 				enc.SetIndent("", "  ")
-				return enc.Encode(rows)
+				if err := enc.Encode(rows); err != nil {
+					return err
+				}
+				notesTo = e.stderr
+			} else {
+				printLocks(e.stdout, t, rows)
 			}
-			printLocks(e.stdout, t, rows)
+			for _, n := range notes {
+				fmt.Fprintln(notesTo, "note: "+n)
+			}
 			return nil
 		}
 		return releaseLock(ctx, e, l, g, rows, pos[1], *job, *force)
@@ -116,6 +145,10 @@ func printLocks(w io.Writer, t target, rows []lockRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "KIND\tKEY\tOWNER\tHOST\tTOKEN\tACQUIRED\tEXPIRES\tHELD FOR")
 	for _, r := range rows {
+		if r.Kind == "advisory" { // the server keeps no token nor times
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t-\t-\t-\t%s\n", r.Kind, r.Key, r.Owner, r.Host, r.State)
+			continue
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%v\n", r.Kind, r.Key, r.Owner, r.Host, r.Token,
 			r.Acquired.Format(time.RFC3339), r.Expires.Format(time.RFC3339Nano), (time.Duration(r.HeldForMS) * time.Millisecond).Round(time.Millisecond))
 	}

@@ -115,6 +115,15 @@ common flags:
 Run "sqllock <command> -h" for the flags of a command.
 `
 
+const demoUsage = `usage: sqllock demo stock|job [flags]
+
+demos:
+  stock   N workers buy from M units through each strategy, and count oversold
+  job     replicas run one scheduled job through jobguard, and count double runs
+
+Run "sqllock demo stock -h" or "sqllock demo job -h" for their flags.
+`
+
 // run runs one command line and returns the exit code.
 func run(ctx context.Context, args []string, e env) int {
 	err := dispatch(ctx, args, e)
@@ -155,6 +164,9 @@ func dispatch(ctx context.Context, args []string, e env) error {
 			return cmdStock(ctx, rest[1:], e)
 		case "job":
 			return cmdJob(ctx, rest[1:], e)
+		case "help", "-h", "-help", "--help":
+			fmt.Fprint(e.stdout, demoUsage)
+			return nil
 		}
 		return fail(exitUsage, "unknown demo %q: want stock or job", rest[0])
 	case "migrate":

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
+	"io/fs"
+	"os"
 	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -21,16 +25,23 @@ func cmdMigrate(ctx context.Context, args []string, e env) error {
 	fs := newFlags("migrate", e, &df)
 	all := fs.Bool("all", false, "down: roll back every sqllock migration (drops the lock tables and the fencing sequence)")
 	force := fs.Bool("force", false, "down: really roll back; without it, down says what it would drop and changes nothing")
+	only := fs.String("dialect", "", "export: only this dialect's folder (postgres, mysql or sqlite; default all three)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
+	if len(pos) >= 1 && pos[0] == "export" {
+		if len(pos) != 2 {
+			return fail(exitUsage, "usage: sqllock migrate export DIR [--dialect D]")
+		}
+		return exportMigrations(e, pos[1], *only)
+	}
 	if len(pos) != 1 {
-		return fail(exitUsage, "migrate needs one of up, down, status")
+		return fail(exitUsage, "migrate needs one of up, down, status, export")
 	}
 	verb := pos[0]
 	if verb != "up" && verb != "down" && verb != "status" {
-		return fail(exitUsage, "migrate: unknown action %q: want up, down or status", verb)
+		return fail(exitUsage, "migrate: unknown action %q: want up, down, status or export", verb)
 	}
 	return withDB(ctx, df, anySchema, func(t target, db *sql.DB) error {
 		p, err := migrations.NewProvider(db, t.dialect)
@@ -108,6 +119,51 @@ func cmdMigrate(ctx context.Context, args []string, e env) error {
 		}
 		return migrateStatus(ctx, e, t, db, p)
 	})
+}
+
+// exportMigrations writes the embedded migrations to dir/<dialect>/, for
+// the goose command line or another migration tool, from a binary that has
+// no source tree beside it. It touches no database, and refuses to
+// overwrite a file that differs from the embedded one.
+func exportMigrations(e env, dir, only string) error {
+	dialects := []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL, sqllock.SQLite}
+	if only != "" {
+		d, err := sqllock.ParseDialect(only)
+		if err != nil {
+			return fail(exitUsage, "migrate export: %v", err)
+		}
+		dialects = []sqllock.Dialect{d}
+	}
+	for _, d := range dialects {
+		sub, err := migrations.Dir(d)
+		if err != nil {
+			return err
+		}
+		entries, err := fs.ReadDir(migrations.FS, sub)
+		if err != nil {
+			return err
+		}
+		out := filepath.Join(dir, sub)
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			return fmt.Errorf("migrate export: %v", err)
+		}
+		for _, ent := range entries {
+			b, err := fs.ReadFile(migrations.FS, path.Join(sub, ent.Name()))
+			if err != nil {
+				return err
+			}
+			target := filepath.Join(out, ent.Name())
+			if old, err := os.ReadFile(target); err == nil && !bytes.Equal(old, b) {
+				return fail(exitFailure, "migrate export: %s exists and differs from the embedded migration; not overwritten", target)
+			}
+			if err := os.WriteFile(target, b, 0o644); err != nil {
+				return fmt.Errorf("migrate export: %v", err)
+			}
+		}
+		fmt.Fprintf(e.stdout, "wrote %d migrations to %s  (goose -dir %s -table %s %s \"$DSN\" up)\n",
+			len(entries), out, out, migrations.VersionTable, map[sqllock.Dialect]string{sqllock.Postgres: "postgres", sqllock.MySQL: "mysql", sqllock.SQLite: "sqlite3"}[d])
+	}
+	return nil
 }
 
 // migrateStatus lists the migrations and their state. On a database never
