@@ -9,7 +9,10 @@
 // cancels the function's context the moment the lease is lost; the context
 // carries the lease, so the writes can fence themselves with [TokenFrom].
 // [AcquireAll] takes several keys in one fixed order, so holders of
-// overlapping sets never deadlock.
+// overlapping sets never deadlock (a [SetLocker], as rowlock is, takes
+// them as one lease). [Hold] keeps a key for a long-running worker,
+// re-acquiring it after a loss. [Dialect.MinVersion] states the oldest
+// server versions supported.
 //
 // The strategies live in their own packages:
 //
@@ -20,9 +23,13 @@
 //   - optimistic: version-column compare-and-swap, and striped counters.
 //
 // Around them: fence (the resource-side check that refuses a stale
-// holder's write), jobguard (run a job once per period across replicas),
-// reaper (deletes expired rows of the lock table), and migrations (the
-// schema, as goose migrations embedded in the module).
+// holder's write, and the claim a new holder makes before it reads),
+// jobguard (run a job once per period across replicas, on a schedule),
+// reaper (deletes expired rows of the lock table), migrations (the
+// schema, as goose migrations embedded in the module), and pgxq (a pgx
+// transaction as the Querier that fence, rowlock.LockRows and optimistic
+// take). The README has recipes: a nightly job in N replicas, a
+// multi-item order, a long-running worker.
 //
 // Errors are matched with errors.Is against the sentinels below: the three
 // outcomes a caller must tell apart are "held by someone else"

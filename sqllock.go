@@ -105,16 +105,40 @@ func ValidateKey(key string) error {
 // library never guesses from the driver.
 type Dialect int
 
-// The supported dialects.
+// The supported dialects. The oldest version of each that sqllock
+// supports is its MinVersion.
 const (
-	// Postgres is PostgreSQL 13 or later, through any database/sql driver;
+	// Postgres is PostgreSQL, through any database/sql driver;
 	// LISTEN/NOTIFY wake-ups need github.com/jackc/pgx/v5/stdlib.
 	Postgres Dialect = iota + 1
-	// MySQL is MariaDB 10.6 or later (and MySQL where a strategy says so).
+	// MySQL is MariaDB (and MySQL where a strategy says so).
 	MySQL
-	// SQLite is SQLite 3.38 or later, the embedded default.
+	// SQLite is SQLite, the embedded default.
 	SQLite
 )
+
+// MinVersion returns the oldest server version sqllock supports for d,
+// and "" for an unknown dialect. This is the one place the floors are
+// stated; a test checks them against the features the statements use and
+// the servers the tests run on, and the README quotes them.
+//
+//   - PostgreSQL 13: pg_current_xact_id (rowlock's loss check).
+//   - MariaDB 10.6: sequences (10.3) and INSERT ... RETURNING (10.5); 10.5
+//     has them all but is past its end of life.
+//   - SQLite 3.42: RETURNING (3.35) and unixepoch('subsec') (3.42), the
+//     microsecond clock of the lock table. modernc.org/sqlite bundles a
+//     newer one; this matters for other drivers.
+func (d Dialect) MinVersion() string {
+	switch d {
+	case Postgres:
+		return "13"
+	case MySQL:
+		return "10.6"
+	case SQLite:
+		return "3.42"
+	}
+	return ""
+}
 
 // String returns "postgres", "mysql" or "sqlite".
 func (d Dialect) String() string {

@@ -5,8 +5,20 @@
 //
 //	l, err := tablelock.New(db, dialect, tablelock.WithTTL(30*time.Second))
 //	defer l.Close()
-//	lease, err := l.Acquire(ctx, "jobs/nightly")
-//	defer lease.Release(ctx)
+//	err = sqllock.Do(ctx, l, "reports/nightly", func(ctx context.Context) error {
+//		// ctx ends if the lease is lost; its token fences the writes
+//		return f.Write(ctx, db, "reports/nightly", writeReport)
+//	})
+//
+// It is the default strategy: start here unless the table in the README
+// says otherwise. Most programs need only [New] and [sqllock.Do], which
+// acquires, runs the function with a context that ends the moment the
+// lease is lost, and releases; hand the lease's token to the protected
+// writes through package fence (a holder resuming another's work claims
+// first: fence.Claim). [sqllock.Hold] keeps a key for a long-running
+// worker, [sqllock.AcquireAll] takes several in a deadlock-free order. Run
+// migrations.Up once at start. The Example below shows what a lease is
+// underneath: an owner, reentrant holds, the token, what an operator sees.
 //
 // # Leases
 //
