@@ -15,18 +15,22 @@ import (
 )
 
 // Three replicas loop on one schedule: each period one of them runs the
-// job, the others skip, and no period runs twice.
+// job, the others skip, and no period runs twice. AtLeast absorbs how far
+// apart the replicas try for one firing (their timers, a loaded machine):
+// the contract holds while that spread stays below it, so it is most of
+// the period here.
 func TestLoopOneRunPerPeriod(t *testing.T) {
 	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
 		t.Parallel()
 		table := jobTable(t, db)
-		const period = 500 * time.Millisecond
-		job := jobguard.Job{Name: locktest.Key(t), AtMost: period, AtLeast: period / 5}
+		const period = time.Second
+		job := jobguard.Job{Name: locktest.Key(t), AtMost: period, AtLeast: 7 * period / 10}
 		every, err := jobguard.Every(period)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(ctxT(t), 5*period+period/2)
+		end := time.Now().Add(4*period + period/2)
+		ctx, cancel := context.WithDeadline(ctxT(t), end)
 		defer cancel()
 		var mu sync.Mutex
 		runs := map[time.Time]int{}    // by firing
@@ -39,6 +43,9 @@ func TestLoopOneRunPerPeriod(t *testing.T) {
 					jobguard.WithReport(func(f jobguard.Firing) {
 						mu.Lock()
 						defer mu.Unlock()
+						if errors.Is(f.Err, context.DeadlineExceeded) {
+							return // the test's end cut this firing short
+						}
 						firings[f.At]++
 						if f.Ran {
 							runs[f.At]++
@@ -54,12 +61,13 @@ func TestLoopOneRunPerPeriod(t *testing.T) {
 		}
 		wg.Wait()
 		t.Logf("runs by firing %v; replicas that tried each %v", runs, firings)
-		if len(firings) < 4 {
-			t.Errorf("%d firings in 5.5 periods", len(firings))
+		if len(firings) < 3 {
+			t.Errorf("%d firings in 4.5 periods", len(firings))
 		}
 		for at := range firings {
-			// A replica that tried and skipped found the run of this
-			// firing: the previous run's AtLeast ended 400ms earlier.
+			if at.After(end.Add(-period / 2)) {
+				continue // the test's end may cut it short
+			}
 			if runs[at] != 1 {
 				t.Errorf("firing %v ran %d times, want once", at, runs[at])
 			}

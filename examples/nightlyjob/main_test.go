@@ -8,6 +8,7 @@ import (
 	"log"
 	"os"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -82,15 +83,18 @@ func TestThreeReplicas(t *testing.T) {
 		for _, h := range handles {
 			t.Run(d.String()+"/"+h.name, func(t *testing.T) {
 				db := testdb.Open(t, d)
-				const period = 400 * time.Millisecond
-				job := jobguard.Job{Name: "nightly-report", AtMost: time.Minute, KeepAlive: true, AtLeast: period / 4}
+				// AtLeast absorbs how far apart the replicas try for one
+				// firing: most of the period, for a loaded test machine.
+				const period = 800 * time.Millisecond
+				job := jobguard.Job{Name: "nightly-report", AtMost: time.Minute, KeepAlive: true, AtLeast: 3 * period / 4}
 				sched, err := jobguard.Every(period)
 				if err != nil {
 					t.Fatal(err)
 				}
 				before := runs(t, db.DB)
 				start := len(logs.String())
-				ctx, cancel := context.WithTimeout(context.Background(), 4*period+period/2)
+				end := time.Now().Add(3*period + period/2)
+				ctx, cancel := context.WithDeadline(context.Background(), end)
 				defer cancel()
 				var wg sync.WaitGroup
 				for range 3 {
@@ -104,6 +108,9 @@ func TestThreeReplicas(t *testing.T) {
 				wg.Wait()
 				built, tried := map[string]int{}, map[string]int{}
 				for _, m := range line.FindAllStringSubmatch(logs.String()[start:], -1) {
+					if strings.Contains(m[2], "context deadline exceeded") {
+						continue // the test's end cut this firing short
+					}
 					tried[m[1]]++
 					switch m[2] {
 					case "built the report":
@@ -115,9 +122,12 @@ func TestThreeReplicas(t *testing.T) {
 				}
 				t.Logf("built %v; tried %v", built, tried)
 				if len(tried) < 3 {
-					t.Errorf("%d firings in 4.5 periods", len(tried))
+					t.Errorf("%d firings in 3.5 periods", len(tried))
 				}
 				for at := range tried {
+					if fired, err := time.Parse("15:04:05.000", at); err == nil && fired.Format("15:04:05.000") > end.Add(-period/2).Format("15:04:05.000") {
+						continue // the test's end may cut it short
+					}
 					if built[at] != 1 {
 						t.Errorf("firing %s built the report %d times, want once", at, built[at])
 					}
