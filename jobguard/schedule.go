@@ -143,7 +143,9 @@ func WithReport(f func(Firing)) LoopOption {
 // clocks differ by less than AtLeast fall on one run; keep AtLeast below
 // the shortest gap between two firings, or the next one is skipped too.
 //
-// Loop returns when ctx ends (an error matching ctx.Err()), when the
+// A firing whose try the end of ctx cut off is not reported; a run it cut
+// short is, with its error. Loop returns when ctx ends (an error matching
+// ctx.Err()), when the
 // Guard is closed (sqllock.ErrClosed), or at once for an invalid job,
 // schedule or option, and when the schedule never fires again.
 func (g *Guard) Loop(ctx context.Context, job Job, s Schedule, fn func(ctx context.Context) error, opts ...LoopOption) error {
@@ -175,6 +177,10 @@ func (g *Guard) Loop(ctx context.Context, job Job, s Schedule, fn func(ctx conte
 		case <-t.C:
 		}
 		ran, err := g.Run(ctx, job, fn)
+		if !ran && ctx.Err() != nil {
+			// Shut down before the try: not a firing to report.
+			return fmt.Errorf("jobguard: loop %q: %w", job.Name, ctx.Err())
+		}
 		cfg.report(Firing{At: at, Ran: ran, Err: err})
 		if errors.Is(err, sqllock.ErrClosed) {
 			return err

@@ -8,7 +8,6 @@ import (
 	"log"
 	"os"
 	"regexp"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -93,7 +92,7 @@ func TestThreeReplicas(t *testing.T) {
 				}
 				before := runs(t, db.DB)
 				start := len(logs.String())
-				end := time.Now().Add(3*period + period/2)
+				end := time.Now().Add(4*period + period/2)
 				ctx, cancel := context.WithDeadline(context.Background(), end)
 				defer cancel()
 				var wg sync.WaitGroup
@@ -106,10 +105,12 @@ func TestThreeReplicas(t *testing.T) {
 					})
 				}
 				wg.Wait()
+				// The firing the test's own end may cut short is not judged.
+				cutoff := end.Add(-period / 2).Format("15:04:05.000")
 				built, tried := map[string]int{}, map[string]int{}
 				for _, m := range line.FindAllStringSubmatch(logs.String()[start:], -1) {
-					if strings.Contains(m[2], "context deadline exceeded") {
-						continue // the test's end cut this firing short
+					if m[1] > cutoff {
+						continue
 					}
 					tried[m[1]]++
 					switch m[2] {
@@ -122,18 +123,15 @@ func TestThreeReplicas(t *testing.T) {
 				}
 				t.Logf("built %v; tried %v", built, tried)
 				if len(tried) < 3 {
-					t.Errorf("%d firings in 3.5 periods", len(tried))
+					t.Errorf("%d firings judged in 4.5 periods", len(tried))
 				}
 				for at := range tried {
-					if fired, err := time.Parse("15:04:05.000", at); err == nil && fired.Format("15:04:05.000") > end.Add(-period/2).Format("15:04:05.000") {
-						continue // the test's end may cut it short
-					}
 					if built[at] != 1 {
 						t.Errorf("firing %s built the report %d times, want once", at, built[at])
 					}
 				}
-				if got := runs(t, db.DB) - before; got != len(built) {
-					t.Errorf("the fenced counter grew by %d for %d runs", got, len(built))
+				if got := runs(t, db.DB) - before; got < len(built) || got > len(built)+1 {
+					t.Errorf("the fenced counter grew by %d for %d runs judged (and perhaps one cut short)", got, len(built))
 				}
 			})
 		}
