@@ -58,7 +58,21 @@ func TestPoolBackedLocker(t *testing.T) {
 		}
 		lease.Release(ctx)
 	}()
-	time.Sleep(300 * time.Millisecond) // the waiter listens by now
+	// conns waits until the pool has n connections out, or says how many.
+	conns := func(n int32, within time.Duration) int32 {
+		deadline := time.Now().Add(within)
+		for {
+			got := pool.Stat().AcquiredConns()
+			if got == n || time.Now().After(deadline) {
+				return got
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if n := conns(1, 5*time.Second); n != 1 {
+		t.Errorf("a blocked Acquire keeps %d pooled connections, want 1 (the LISTEN session)", n)
+	}
+	time.Sleep(100 * time.Millisecond) // and no more than that one
 	if n := pool.Stat().AcquiredConns(); n != 1 {
 		t.Errorf("a blocked Acquire keeps %d pooled connections, want 1 (the LISTEN session)", n)
 	}
@@ -71,8 +85,11 @@ func TestPoolBackedLocker(t *testing.T) {
 	} else {
 		t.Logf("woken %v after the release", wake)
 	}
-	time.Sleep(2500 * time.Millisecond) // the listener lingers 2s
-	if n := pool.Stat().AcquiredConns(); n != 0 {
+	time.Sleep(time.Second) // the listener lingers 2s...
+	if n := pool.Stat().AcquiredConns(); n != 1 {
+		t.Errorf("a second after the wait the Locker keeps %d pooled connections, want 1 (the lingering listener)", n)
+	}
+	if n := conns(0, 10*time.Second); n != 0 { // ...then gives it back
 		t.Errorf("after the wait the Locker keeps %d pooled connections, want 0", n)
 	}
 }
