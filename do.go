@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 type leaseKey struct{}
@@ -35,7 +37,14 @@ func Do(ctx context.Context, l Locker, key string, fn func(ctx context.Context) 
 
 // run executes fn under lease and releases it.
 func run(ctx context.Context, lease Lease, fn func(ctx context.Context) error) error {
-	fctx, cancel := context.WithCancelCause(context.WithValue(ctx, leaseKey{}, lease))
+	wctx := context.WithValue(ctx, leaseKey{}, lease)
+	if t, ok := lease.(traced); ok {
+		// The work is a child of the lease's span, when tracing is on.
+		if sc := t.SpanContext(); sc.IsValid() {
+			wctx = trace.ContextWithSpanContext(wctx, sc)
+		}
+	}
+	fctx, cancel := context.WithCancelCause(wctx)
 	watchDone := make(chan struct{})
 	go func() {
 		defer close(watchDone)
@@ -64,6 +73,11 @@ func run(ctx context.Context, lease Lease, fn func(ctx context.Context) error) e
 		return errors.Join(loss, fnErr)
 	}
 	return errors.Join(fnErr, relErr)
+}
+
+// traced is a lease with a span of its own: every strategy's.
+type traced interface {
+	SpanContext() trace.SpanContext
 }
 
 // rollbacker is a lease whose keys are held by a transaction that the

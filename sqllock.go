@@ -111,10 +111,17 @@ const (
 	// Postgres is PostgreSQL, through any database/sql driver;
 	// LISTEN/NOTIFY wake-ups need github.com/jackc/pgx/v5/stdlib.
 	Postgres Dialect = iota + 1
-	// MySQL is MariaDB (and MySQL where a strategy says so).
+	// MySQL is MariaDB through its own statements (sequences, RETURNING).
+	// On a MySQL server use MySQLCommon; ServerDialect picks for you.
 	MySQL
 	// SQLite is SQLite, the embedded default.
 	SQLite
+	// MySQLCommon is the MySQL path: only statements that MySQL 8.0+ and
+	// MariaDB 10.6+ both run (no SEQUENCE, RETURNING, SET STATEMENT,
+	// WAIT n). Fencing tokens come from an AUTO_INCREMENT ticket table,
+	// drawn after the lock is held. It serves MySQL 8.0/8.4 and, when
+	// chosen, MariaDB.
+	MySQLCommon
 )
 
 // MinVersion returns the oldest server version sqllock supports for d,
@@ -125,6 +132,8 @@ const (
 //   - PostgreSQL 13: pg_current_xact_id (rowlock's loss check).
 //   - MariaDB 10.6: sequences (10.3) and INSERT ... RETURNING (10.5); 10.5
 //     has them all but is past its end of life.
+//   - MySQLCommon 8.0: FOR UPDATE NOWAIT and persistent AUTO_INCREMENT
+//     counters (8.0); on MariaDB the MySQL floor applies.
 //   - SQLite 3.42: RETURNING (3.35) and unixepoch('subsec') (3.42), the
 //     microsecond clock of the lock table. modernc.org/sqlite bundles a
 //     newer one; this matters for other drivers.
@@ -136,11 +145,13 @@ func (d Dialect) MinVersion() string {
 		return "10.6"
 	case SQLite:
 		return "3.42"
+	case MySQLCommon:
+		return "8.0"
 	}
 	return ""
 }
 
-// String returns "postgres", "mysql" or "sqlite".
+// String returns "postgres", "mysql", "sqlite" or "mysql8".
 func (d Dialect) String() string {
 	switch d {
 	case Postgres:
@@ -149,15 +160,21 @@ func (d Dialect) String() string {
 		return "mysql"
 	case SQLite:
 		return "sqlite"
+	case MySQLCommon:
+		return "mysql8"
 	}
 	return fmt.Sprintf("Dialect(%d)", int(d))
 }
 
 // Valid reports whether d is one of the named dialects.
-func (d Dialect) Valid() bool { return d >= Postgres && d <= SQLite }
+func (d Dialect) Valid() bool { return d >= Postgres && d <= MySQLCommon }
 
-// ParseDialect maps "postgres"/"postgresql"/"pgx", "mysql"/"mariadb" and
-// "sqlite"/"sqlite3" to a Dialect.
+// IsMySQL reports whether d speaks to a MySQL-family server: MySQL or
+// MySQLCommon.
+func (d Dialect) IsMySQL() bool { return d == MySQL || d == MySQLCommon }
+
+// ParseDialect maps "postgres"/"postgresql"/"pgx", "mysql"/"mariadb",
+// "mysql8"/"mysql-common" and "sqlite"/"sqlite3" to a Dialect.
 func ParseDialect(s string) (Dialect, error) {
 	switch strings.ToLower(s) {
 	case "postgres", "postgresql", "pgx":
@@ -166,6 +183,8 @@ func ParseDialect(s string) (Dialect, error) {
 		return MySQL, nil
 	case "sqlite", "sqlite3":
 		return SQLite, nil
+	case "mysql8", "mysql-common":
+		return MySQLCommon, nil
 	}
-	return 0, fmt.Errorf("sqllock: unknown dialect %q (want postgres, mysql or sqlite)", s)
+	return 0, fmt.Errorf("sqllock: unknown dialect %q (want postgres, mysql, mysql8 or sqlite)", s)
 }

@@ -36,6 +36,7 @@ func TestParseDialect(t *testing.T) {
 		"postgres": sqllock.Postgres, "PostgreSQL": sqllock.Postgres, "pgx": sqllock.Postgres,
 		"mysql": sqllock.MySQL, "MariaDB": sqllock.MySQL,
 		"sqlite": sqllock.SQLite, "sqlite3": sqllock.SQLite,
+		"mysql8": sqllock.MySQLCommon, "MySQL-Common": sqllock.MySQLCommon,
 	} {
 		got, err := sqllock.ParseDialect(in)
 		if err != nil || got != want {
@@ -46,11 +47,11 @@ func TestParseDialect(t *testing.T) {
 		}
 	}
 	for _, in := range []string{"", "oracle", "postgres "} {
-		if _, err := sqllock.ParseDialect(in); err == nil || !strings.Contains(err.Error(), "postgres, mysql or sqlite") {
+		if _, err := sqllock.ParseDialect(in); err == nil || !strings.Contains(err.Error(), "postgres, mysql, mysql8 or sqlite") {
 			t.Errorf("ParseDialect(%q) = %v, want an error listing the choices", in, err)
 		}
 	}
-	if sqllock.Dialect(0).Valid() || sqllock.Dialect(4).Valid() {
+	if sqllock.Dialect(0).Valid() || sqllock.Dialect(5).Valid() {
 		t.Error("out-of-range dialects reported valid")
 	}
 }

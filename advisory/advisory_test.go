@@ -46,15 +46,23 @@ func ctxT(t testing.TB) context.Context {
 	return ctx
 }
 
+// mysqlName is key's GET_LOCK name (namespace "sqllock") on db's path.
+func mysqlName(db *testdb.DB, key string) string {
+	if db.Dialect == sqllock.MySQLCommon {
+		return advisory.MySQLCommonName(advisory.DefaultNamespace, key)
+	}
+	return advisory.MySQLName(advisory.DefaultNamespace, key)
+}
+
 // holders asks the server which sessions hold key's lock (in namespace
 // "sqllock"): PostgreSQL backend pids from pg_locks, the MySQL connection
 // id from IS_USED_LOCK.
 func holders(t testing.TB, db *testdb.DB, key string) []int64 {
 	t.Helper()
 	ctx := context.Background()
-	if db.Dialect == sqllock.MySQL {
+	if db.Dialect.IsMySQL() {
 		var id *int64
-		if err := db.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", advisory.MySQLName(advisory.DefaultNamespace, key)).Scan(&id); err != nil {
+		if err := db.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", mysqlName(db, key)).Scan(&id); err != nil {
 			t.Fatal(err)
 		}
 		if id == nil {
@@ -88,7 +96,7 @@ ORDER BY pid`, int64(uint64(id)>>32), int64(uint32(id)))
 func killSession(t testing.TB, db *testdb.DB, id int64) {
 	t.Helper()
 	var err error
-	if db.Dialect == sqllock.MySQL {
+	if db.Dialect.IsMySQL() {
 		_, err = db.ExecContext(context.Background(), fmt.Sprintf("KILL CONNECTION %d", id))
 	} else {
 		_, err = db.ExecContext(context.Background(), "SELECT pg_terminate_backend($1)", id)

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/advisory"
 	"github.com/sqllock/sqllock/internal/locktest"
 	"github.com/sqllock/sqllock/internal/testdb"
@@ -32,7 +31,7 @@ func newRaw(b *testing.B, db *testdb.DB, key string) *rawLock {
 	r := &rawLock{conn: c}
 	lock, unlock := "SELECT pg_advisory_lock($1)", "SELECT pg_advisory_unlock($1)"
 	r.arg = advisory.PostgresKey(advisory.DefaultNamespace, key)
-	if db.Dialect == sqllock.MySQL {
+	if db.Dialect.IsMySQL() {
 		lock, unlock = "SELECT GET_LOCK(?, 60)", "SELECT RELEASE_LOCK(?)"
 		r.arg = advisory.MySQLName(advisory.DefaultNamespace, key)
 	}

@@ -88,7 +88,7 @@ func TestCloseReleases(t *testing.T) {
 		} {
 			_, err := f(ctx, key)
 			want := sqllock.ErrClosed
-			if name == "AcquireShared" && db.Dialect == sqllock.MySQL {
+			if name == "AcquireShared" && db.Dialect.IsMySQL() {
 				want = sqllock.ErrUnsupported
 			}
 			if !errors.Is(err, want) {
@@ -125,7 +125,7 @@ func TestCloseClosesStatements(t *testing.T) {
 			t.Helper()
 			var n int
 			var err error
-			if db.Dialect == sqllock.MySQL {
+			if db.Dialect.IsMySQL() {
 				var prepared, closed int
 				var name string
 				err = db.QueryRowContext(ctx, "SHOW SESSION STATUS LIKE 'Com_stmt_prepare'").Scan(&name, &prepared)
@@ -135,7 +135,7 @@ func TestCloseClosesStatements(t *testing.T) {
 				n = prepared - closed
 			} else {
 				// The driver's own statement cache (stmtcache_*) is not ours.
-				err = db.QueryRowContext(ctx, "SELECT count(*) FROM pg_prepared_statements WHERE strpos(statement, $1) > 0 AND name NOT LIKE 'stmtcache%'", "sqllock_fence_seq").Scan(&n)
+				err = db.QueryRowContext(ctx, "SELECT count(*) FROM pg_prepared_statements WHERE strpos(statement, $1) > 0 AND name NOT LIKE 'stmtcache%'", "sqllock_next_token").Scan(&n)
 			}
 			if err != nil {
 				t.Fatal(err)

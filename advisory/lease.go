@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/lease"
 )
@@ -24,10 +26,15 @@ type Lease struct {
 // Key returns the key held.
 func (s *Lease) Key() string { return s.base.Key() }
 
-// Token returns the fencing token, drawn from sqllock_fence_seq by the
+// Token returns the fencing token, drawn from sqllock_fence_seq (on
+// PostgreSQL through sqllock_next_token, which adds the timeline) by the
 // statement that took the lock, so it is strictly larger for each new
 // holder of the key.
 func (s *Lease) Token() int64 { return s.base.Token() }
+
+// SpanContext returns the lease's span: sqllock.Do runs its work under it.
+// It is invalid when tracing is off.
+func (s *Lease) SpanContext() trace.SpanContext { return s.base.SpanContext() }
 
 // Owner returns the owner the lease was acquired for.
 func (s *Lease) Owner() string { return s.owner }

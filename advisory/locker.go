@@ -14,6 +14,7 @@ import (
 	"github.com/sqllock/sqllock/internal/identity"
 	"github.com/sqllock/sqllock/internal/lease"
 	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/telemetry"
 	"github.com/sqllock/sqllock/internal/waitloop"
 	"github.com/sqllock/sqllock/internal/waitq"
 )
@@ -38,6 +39,11 @@ type SharedLocker interface {
 
 // minBackoff is the first pause of a blocked Acquire.
 const minBackoff = time.Millisecond
+
+// errPooledSession says why a Locker made WithTransactionPooler refuses
+// session locks.
+const errPooledSession = "a session lock taken through a transaction pooler stays on a server session that the proxy hands to the next client, " +
+	"who would be granted the same key (WithTransactionPooler); use AcquireTx or DoTx, whose lock ends with the transaction"
 
 // errClosed: a try found the Locker closed.
 var errClosed = errors.New("advisory: locker closed")
@@ -87,12 +93,14 @@ func (e *entry) signal() {
 // concurrent use. Close ends what it still holds (see the package doc).
 type Locker struct {
 	db       *sql.DB
+	d        sqllock.Dialect
 	st       store
 	prepare  bool // st.prepare()
 	cfg      config
 	sessions []*session
 	wg       sync.WaitGroup // session checkers
 	done     chan struct{}  // closed by Close
+	tel      *telemetry.T
 
 	mu     sync.Mutex
 	keys   map[string]*entry
@@ -121,7 +129,14 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
 			return nil, fmt.Errorf("advisory: %w", err)
 		}
 	}
-	l := &Locker{db: db, st: st, prepare: st.prepare(), cfg: cfg, done: make(chan struct{}), keys: make(map[string]*entry)}
+	if cfg.pooler {
+		if err := st.supports(featTx); err != nil {
+			return nil, fmt.Errorf("advisory: WithTransactionPooler: %w", err)
+		}
+	}
+	l := &Locker{db: db, d: d, st: st, prepare: st.prepare(), cfg: cfg, done: make(chan struct{}), keys: make(map[string]*entry),
+		tel: telemetry.New("advisory", d.String(), cfg.tel)}
+	l.cfg.logger = telemetry.Logger(cfg.logger, "advisory", d.String())
 	l.sessions = make([]*session, cfg.sessions)
 	for i := range l.sessions {
 		l.sessions[i] = newSession(l)
@@ -192,14 +207,28 @@ func (l *Locker) isClosed() bool {
 }
 
 func (l *Locker) acquire(ctx context.Context, key string, m mode, wait bool) (sqllock.Lease, error) {
+	ctx, obs := l.tel.StartAcquire(ctx, key, wait)
+	s, err := l.take(ctx, key, m, wait)
+	lease.EndAcquire(ctx, obs, s, 0, err)
+	return s, err
+}
+
+// take is acquire's work.
+func (l *Locker) take(ctx context.Context, key string, m mode, wait bool) (sqllock.Lease, error) {
 	op := opName(m)
 	if err := sqllock.ValidateKey(key); err != nil {
 		return nil, fmt.Errorf("advisory: %s %q: %w", op, key, err)
+	}
+	if l.cfg.pooler {
+		return nil, fmt.Errorf("advisory: %s %q: %w: %s", op, key, sqllock.ErrUnsupported, errPooledSession)
 	}
 	if m == shared {
 		if err := l.st.supports(featShared); err != nil {
 			return nil, fmt.Errorf("advisory: %s %q: %w", op, key, err)
 		}
+	}
+	if err := sqllock.CheckServer(ctx, l.db, l.d); err != nil {
+		return nil, fmt.Errorf("advisory: %s %q: %w", op, key, err)
 	}
 	owner, _, err := identity.Resolve(ctx)
 	if err != nil {
@@ -226,7 +255,7 @@ func (l *Locker) acquire(ctx context.Context, key string, m mode, wait bool) (sq
 		if e.state == stHeld {
 			switch {
 			case e.mode == exclusive && e.owner == owner, e.mode == shared && m == shared:
-				lease := l.addLease(e, owner)
+				lease := l.addLease(ctx, e, owner)
 				l.mu.Unlock()
 				return lease, nil
 			case e.mode == shared && e.hasOwner(owner):
@@ -266,9 +295,10 @@ func (e *entry) hasOwner(owner string) bool {
 }
 
 // addLease adds a lease on a held entry. Locker.mu held.
-func (l *Locker) addLease(e *entry, owner string) *Lease {
+func (l *Locker) addLease(ctx context.Context, e *entry, owner string) *Lease {
 	s := &Lease{l: l, e: e, owner: owner}
 	s.base.Init("advisory", e.key, e.token)
+	s.base.Observe(ctx, l.tel)
 	e.leases[s] = struct{}{}
 	return s
 }
@@ -297,7 +327,7 @@ func (l *Locker) poll(ctx context.Context, e *entry, wait bool) (sqllock.Lease, 
 		Try: func(ctx context.Context, t waitloop.Turn) (waitloop.Result, error) {
 			lease, err := l.tryOnce(ctx, e)
 			if err != nil && t.Queued && sqlutil.IsRetryable(err) {
-				l.cfg.logger.Info("advisory: acquire failed, retrying", "key", e.key, "error", err.Error())
+				l.cfg.logger.Info("advisory: acquire failed, retrying", telemetry.AttrKey, e.key, telemetry.LogError, err.Error())
 			}
 			won = lease
 			return waitloop.Result{Won: lease != nil, Remaining: -1}, err
@@ -324,6 +354,7 @@ func (l *Locker) poll(ctx context.Context, e *entry, wait bool) (sqllock.Lease, 
 // tryOnce makes one attempt at e's lock on its session; a nil lease
 // without error means another session holds it.
 func (l *Locker) tryOnce(ctx context.Context, e *entry) (*Lease, error) {
+	caller := ctx // the session runs under its own context; the span is the caller's
 	var lease *Lease
 	closed := false
 	err := e.sess.run(ctx, true, func(ctx context.Context) error {
@@ -341,7 +372,7 @@ func (l *Locker) tryOnce(ctx context.Context, e *entry) (*Lease, error) {
 		e.sess.held++
 		l.mu.Lock()
 		e.state, e.token = stHeld, tok
-		lease = l.addLease(e, e.owner)
+		lease = l.addLease(caller, e, e.owner)
 		e.signal()
 		l.mu.Unlock()
 		return nil

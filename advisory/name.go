@@ -55,3 +55,43 @@ func MySQLName(namespace, key string) string {
 	}
 	return name[:n] + "~" + hex.EncodeToString(sum[:16])
 }
+
+// MySQLCommonName is the GET_LOCK name of key on the MySQL path
+// (sqllock.MySQLCommon), where MySQL 8 compares names without regard to
+// case: "Job" and "job" would share one lock. A name of lower-case ASCII
+// letters, digits and "_-.:/" of at most 64 bytes is kept as it is, since
+// no other name folds to it; any other name becomes a readable prefix (at
+// most 31 bytes of it, upper case folded, other bytes "_"), "~" and the
+// first 16 bytes of the SHA-256 of the exact name in hex. The hash tells
+// names apart by case; "~" appears in no kept name, so a hashed name never
+// meets a kept one.
+func MySQLCommonName(namespace, key string) string {
+	name := LockName(namespace, key)
+	if len(name) <= MaxMySQLNameLen && caseSafe(name) {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	prefix := []byte(name[:min(len(name), hashedPrefixLen)])
+	for i, c := range prefix {
+		switch {
+		case 'A' <= c && c <= 'Z':
+			prefix[i] = c + 'a' - 'A'
+		case !safeByte(c):
+			prefix[i] = '_'
+		}
+	}
+	return string(prefix) + "~" + hex.EncodeToString(sum[:16])
+}
+
+func caseSafe(name string) bool {
+	for i := 0; i < len(name); i++ {
+		if !safeByte(name[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func safeByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.' || c == ':' || c == '/'
+}

@@ -7,7 +7,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/telemetry"
 )
 
 // DefaultNamespace prefixes every lock name unless WithNamespace says
@@ -38,6 +42,8 @@ type config struct {
 	check      time.Duration
 	maxBackoff time.Duration
 	logger     *slog.Logger
+	tel        telemetry.Options
+	pooler     bool
 }
 
 func defaults() config {
@@ -88,6 +94,8 @@ func WithSessions(n int) Option {
 // pinged (default 1s). A session that fails its check is closed and all its
 // leases end with sqllock.ErrLockLost, so a loss is noticed within about
 // twice the interval (the ping's own timeout is the interval, at least 1s).
+// On PostgreSQL a session the server closes is noticed at once instead
+// (see the package doc's Loss section).
 func WithCheckInterval(d time.Duration) Option {
 	return func(c *config) error {
 		if d < MinCheckInterval {
@@ -111,6 +119,25 @@ func WithMaxBackoff(d time.Duration) Option {
 	}
 }
 
+// WithTransactionPooler makes the Locker safe behind a transaction-pooling
+// proxy (PgBouncer with pool_mode = transaction), which gives a client a
+// server session for one transaction at a time. A session lock taken
+// through it stays on a server session that the proxy then hands to other
+// clients, and PostgreSQL advisory locks are reentrant per session: the
+// next client to take the same key is granted it too. With this option
+// Acquire, TryAcquire and their shared forms refuse with an error matching
+// sqllock.ErrUnsupported that says so, and only the transaction-level
+// forms work: AcquireTx, TryAcquireTx and DoTx, whose lock ends with the
+// transaction that the proxy keeps on one server session. With pgx, also
+// put default_query_exec_mode=exec (or simple_protocol) in the DSN. MySQL
+// has no transaction-level named locks: New refuses the option there.
+func WithTransactionPooler() Option {
+	return func(c *config) error {
+		c.pooler = true
+		return nil
+	}
+}
+
 // WithLogger sets where session failures are logged (default: nowhere).
 // Losses are always reported on the leases themselves.
 func WithLogger(l *slog.Logger) Option {
@@ -125,3 +152,36 @@ func WithLogger(l *slog.Logger) Option {
 
 // pingTimeout bounds one session check.
 func (c *config) pingTimeout() time.Duration { return max(c.check, time.Second) }
+
+// WithMeterProvider sets where the Locker's metrics go (default: the
+// global MeterProvider, a no-op until the application installs one).
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(c *config) error {
+		if err := c.tel.SetMeterProvider(mp); err != nil {
+			return fmt.Errorf("%w: %w", sqllock.ErrInvalidOption, err)
+		}
+		return nil
+	}
+}
+
+// WithTracerProvider sets where the Locker's spans go (default: the
+// global TracerProvider, a no-op until the application installs one).
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(c *config) error {
+		if err := c.tel.SetTracerProvider(tp); err != nil {
+			return fmt.Errorf("%w: %w", sqllock.ErrInvalidOption, err)
+		}
+		return nil
+	}
+}
+
+// WithKeyAttribute adds the key to the metrics of every lease
+// (sqllock.key; default off). Each key becomes its own time series, so
+// turn it on only for a few fixed keys, never for keys made from data.
+// Spans carry the key either way.
+func WithKeyAttribute(on bool) Option {
+	return func(c *config) error {
+		c.tel.KeyAttribute = on
+		return nil
+	}
+}

@@ -173,8 +173,8 @@ func queuedInServer(t testing.TB, db *testdb.DB, keys []string) int {
 	for _, key := range keys {
 		var n int
 		var err error
-		if db.Dialect == sqllock.MySQL {
-			name := hex.EncodeToString([]byte(advisory.MySQLName(advisory.DefaultNamespace, key)))
+		if db.Dialect.IsMySQL() {
+			name := hex.EncodeToString([]byte(mysqlName(db, key)))
 			err = db.QueryRow(`SELECT count(*) FROM information_schema.PROCESSLIST
 WHERE STATE = 'User lock' AND LOWER(INFO) LIKE CONCAT('%', ?, '%')`, name).Scan(&n)
 		} else {

@@ -9,7 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sqllock/sqllock/internal/sessionwatch"
 	"github.com/sqllock/sqllock/internal/stmtcache"
+	"github.com/sqllock/sqllock/internal/telemetry"
 )
 
 // stmtTimeout is how long a statement on a pinned session may run before the
@@ -32,7 +34,8 @@ type session struct {
 
 	mu        sync.Mutex
 	busySince time.Time // when the running statement started; zero when idle
-	doomed    bool      // the checker declared this connection's locks lost
+	doomed    string    // why this connection's locks were declared lost; empty while they are not
+	live      uint64    // gen of the pinned connection; 0 when none is
 
 	// Guarded by sem.
 	conn     *sql.Conn
@@ -42,6 +45,7 @@ type session struct {
 	gen      uint64
 	stmts    *stmtcache.Cache // statements prepared on conn, closed with it
 	stop     chan struct{}    // closed to end the current conn's checker
+	watch    *sessionwatch.Watch
 }
 
 func newSession(l *Locker) *session {
@@ -75,6 +79,16 @@ func (s *session) run(ctx context.Context, pin bool, fn func(ctx context.Context
 		return err
 	}
 	defer s.unlock()
+	if s.conn != nil {
+		// The server closed the connection while it was idle: its locks
+		// are reported lost already; discard it before it fails a statement.
+		s.mu.Lock()
+		doomed := s.doomed
+		s.mu.Unlock()
+		if doomed != "" {
+			s.fail(errors.New(doomed))
+		}
+	}
 	if s.conn == nil {
 		if !pin {
 			return errNoSession
@@ -96,8 +110,8 @@ func (s *session) run(ctx context.Context, pin bool, fn func(ctx context.Context
 	s.busySince = time.Time{}
 	doomed := s.doomed
 	s.mu.Unlock()
-	if err == nil && doomed {
-		err = fmt.Errorf("a statement ran longer than %v", stmtTimeout)
+	if err == nil && doomed != "" {
+		err = errors.New(doomed)
 	}
 	if err != nil {
 		s.fail(err)
@@ -121,18 +135,48 @@ func (s *session) pin(ctx context.Context) error {
 	s.conn = c
 	s.stmts = new(stmtcache.Cache)
 	s.everHeld = false
-	s.mu.Lock()
-	s.doomed = false
-	s.mu.Unlock()
 	s.gen++
+	gen := s.gen
+	s.mu.Lock()
+	s.doomed = ""
+	s.live = gen
+	s.mu.Unlock()
+	// Told within microseconds when the server closes the session (a kill,
+	// a crash), where the checker below needs up to two intervals.
+	s.watch = sessionwatch.Conn(c, func() { s.closedByServer(gen) })
 	s.stop = make(chan struct{})
 	s.l.wg.Add(1)
 	go s.check(s.stop, s.gen)
 	return nil
 }
 
+// closedByServer ends the locks of generation gen's connection, which the
+// server closed; the connection itself is discarded by the next statement
+// or check. s.mu is held throughout, so that a late call cannot end the
+// locks of a connection pinned after it (pin sets live under s.mu).
+func (s *session) closedByServer(gen uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.live != gen || s.doomed != "" {
+		return
+	}
+	s.doomed = "the server closed the session"
+	s.l.loseSession(s, s.doomed)
+}
+
+// unwatch stops the watch of the pinned connection, before it is closed
+// or returned to the pool. sem held.
+func (s *session) unwatch() {
+	s.watch.Stop()
+	s.watch = nil
+	s.mu.Lock()
+	s.live = 0
+	s.mu.Unlock()
+}
+
 // unpin returns a connection that holds no lock to the pool. sem held.
 func (s *session) unpin() {
+	s.unwatch()
 	close(s.stop)
 	_ = s.stmts.Close()
 	_ = s.conn.Close()
@@ -157,12 +201,13 @@ func (s *session) fail(cause error) {
 	if s.conn == nil {
 		return
 	}
+	s.unwatch()
 	close(s.stop)
 	_ = s.stmts.Close()
 	_ = s.conn.Raw(func(any) error { return driver.ErrBadConn }) // ErrBadConn makes database/sql close it
 	s.conn, s.stmts = nil, nil
 	s.held = 0
-	s.l.cfg.logger.Warn("advisory: session failed, its locks are lost", "error", cause.Error())
+	s.l.cfg.logger.Warn("advisory: session failed, its locks are lost", telemetry.LogError, cause.Error())
 	s.l.loseSession(s, fmt.Sprintf("the session holding it failed: %v", cause))
 }
 
@@ -180,9 +225,9 @@ func (s *session) check(stop <-chan struct{}, gen uint64) {
 		case <-t.C:
 		}
 		s.mu.Lock()
-		stuck := !s.doomed && !s.busySince.IsZero() && time.Since(s.busySince) > stmtTimeout
+		stuck := s.doomed == "" && !s.busySince.IsZero() && time.Since(s.busySince) > stmtTimeout
 		if stuck {
-			s.doomed = true
+			s.doomed = fmt.Sprintf("a statement ran longer than %v", stmtTimeout)
 		}
 		s.mu.Unlock()
 		if stuck {
@@ -200,6 +245,14 @@ func (s *session) check(stop <-chan struct{}, gen uint64) {
 			continue // in use: a statement is running, and watched above
 		}
 		if s.gen != gen || s.conn == nil {
+			s.unlock()
+			return
+		}
+		s.mu.Lock()
+		doomed := s.doomed
+		s.mu.Unlock()
+		if doomed != "" {
+			s.fail(errors.New(doomed))
 			s.unlock()
 			return
 		}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/sqlutil"
 )
 
 func init() { register(sqllock.Postgres, postgresStore{}) }
@@ -14,10 +15,10 @@ func init() { register(sqllock.Postgres, postgresStore{}) }
 type postgresStore struct{}
 
 const (
-	// CASE evaluates nextval only when the lock was granted: the token is
+	// CASE draws the token only when the lock was granted: the token is
 	// drawn by the session that holds the lock, while it holds it.
-	pgTry       = "SELECT CASE WHEN pg_try_advisory_lock($1) THEN nextval('sqllock_fence_seq') END"
-	pgTryShared = "SELECT CASE WHEN pg_try_advisory_lock_shared($1) THEN nextval('sqllock_fence_seq') END"
+	pgTry       = "SELECT CASE WHEN pg_try_advisory_lock($1) THEN " + sqlutil.PostgresToken + " END"
+	pgTryShared = "SELECT CASE WHEN pg_try_advisory_lock_shared($1) THEN " + sqlutil.PostgresToken + " END"
 
 	pgUnlock       = "SELECT pg_advisory_unlock($1)"
 	pgUnlockShared = "SELECT pg_advisory_unlock_shared($1)"
@@ -25,9 +26,9 @@ const (
 	pgUnlockAll = "SELECT pg_advisory_unlock_all()::text"
 
 	// OFFSET 0 keeps the planner from flattening the subquery, so the lock
-	// is granted before nextval runs.
-	pgTxLock = "SELECT nextval('sqllock_fence_seq') FROM (SELECT pg_advisory_xact_lock($1) OFFSET 0) AS granted"
-	pgTxTry  = "SELECT CASE WHEN pg_try_advisory_xact_lock($1) THEN nextval('sqllock_fence_seq') END"
+	// is granted before the token is drawn.
+	pgTxLock = "SELECT " + sqlutil.PostgresToken + " FROM (SELECT pg_advisory_xact_lock($1) OFFSET 0) AS granted"
+	pgTxTry  = "SELECT CASE WHEN pg_try_advisory_xact_lock($1) THEN " + sqlutil.PostgresToken + " END"
 )
 
 func (postgresStore) lockID(namespace, key string) lockID {

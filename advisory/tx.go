@@ -3,6 +3,7 @@ package advisory
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 
 	"github.com/sqllock/sqllock"
@@ -61,4 +62,42 @@ func (l *Locker) acquireTx(ctx context.Context, tx *sql.Tx, key string, wait boo
 		return 0, fmt.Errorf("advisory: %s %q: %w", op, key, sqllock.ErrNotAcquired)
 	}
 	return tok, nil
+}
+
+// DoTx runs fn in a new transaction of the Locker's *sql.DB that holds key
+// from AcquireTx on, with the fencing token; it commits when fn returns nil
+// and rolls back otherwise, which ends the lock. It is the form of
+// sqllock.Do for a Locker made WithTransactionPooler: the proxy keeps the
+// transaction, and so the lock, on one server session, and no other
+// client's. ctx bounds the wait and the work: database/sql rolls the
+// transaction back when ctx ends. PostgreSQL only (see AcquireTx).
+func (l *Locker) DoTx(ctx context.Context, key string, fn func(ctx context.Context, tx *sql.Tx, token int64) error) error {
+	if fn == nil {
+		return fmt.Errorf("advisory: do tx %q: %w: nil function", key, sqllock.ErrInvalidOption)
+	}
+	if err := l.st.supports(featTx); err != nil {
+		return fmt.Errorf("advisory: do tx %q: %w", key, err)
+	}
+	tx, err := l.db.BeginTx(ctx, nil)
+	if err != nil {
+		if ctx.Err() != nil {
+			return notAcquired("do tx", key, ctx.Err())
+		}
+		return fmt.Errorf("advisory: do tx %q: begin: %w", key, err)
+	}
+	tok, err := l.AcquireTx(ctx, tx, key)
+	if err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := fn(ctx, tx, tok); err != nil {
+		if rb := tx.Rollback(); rb != nil && !errors.Is(rb, sql.ErrTxDone) {
+			return errors.Join(err, fmt.Errorf("advisory: do tx %q: rollback: %w", key, rb))
+		}
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("advisory: do tx %q: commit: %w", key, err)
+	}
+	return nil
 }

@@ -8,9 +8,12 @@ import (
 	"slices"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/backoff"
 	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/telemetry"
 )
 
 // DefaultTable is the fence table migration 00005 creates.
@@ -27,6 +30,7 @@ type Option func(*config) error
 
 type config struct {
 	table string
+	mp    metric.MeterProvider
 }
 
 // WithTable names the fence table (default DefaultTable), optionally
@@ -35,6 +39,19 @@ type config struct {
 func WithTable(name string) Option {
 	return func(c *config) error {
 		c.table = name
+		return nil
+	}
+}
+
+// WithMeterProvider sets where the count of refused stale tokens
+// (sqllock.fence.rejected) goes (default: the global MeterProvider, a no-op
+// until the application installs one).
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(c *config) error {
+		if mp == nil {
+			return fmt.Errorf("%w: nil MeterProvider", sqllock.ErrInvalidOption)
+		}
+		c.mp = mp
 		return nil
 	}
 }
@@ -50,6 +67,7 @@ func WithTable(name string) Option {
 type Fence struct {
 	table string
 	st    store
+	tel   *telemetry.T
 }
 
 // New returns a Fence for dialect d. It checks its options but does not
@@ -65,7 +83,7 @@ func New(d sqllock.Dialect, opts ...Option) (*Fence, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Fence{table: cfg.table, st: st}, nil
+	return &Fence{table: cfg.table, st: st, tel: telemetry.New("fence", d.String(), telemetry.Options{MeterProvider: cfg.mp})}, nil
 }
 
 // storeFor returns d's store for the table named table.
@@ -100,7 +118,10 @@ func (f *Fence) Check(ctx context.Context, q sqllock.Querier, resource string, t
 		return err
 	}
 	err := f.st.check(ctx, q, resource, token)
-	if err != nil && !errors.Is(err, sqllock.ErrStaleToken) {
+	switch {
+	case errors.Is(err, sqllock.ErrStaleToken):
+		f.tel.FenceRejected(ctx, resource)
+	case err != nil:
 		return fmt.Errorf("fence: check %q (token %d): %w", resource, token, err)
 	}
 	return err

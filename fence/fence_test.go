@@ -72,7 +72,11 @@ func last(t testing.TB, ctx context.Context, f *fence.Fence, q sqllock.Querier, 
 // TestSchemaMatchesMigration keeps Schema and the shipped migration in step.
 func TestSchemaMatchesMigration(t *testing.T) {
 	for _, d := range testdb.Dialects {
-		b, err := fs.ReadFile(migrations.FS, d.String()+"/00005_fence.sql")
+		dir, err := migrations.Dir(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := fs.ReadFile(migrations.FS, dir+"/00005_fence.sql")
 		if err != nil {
 			t.Fatal(err)
 		}

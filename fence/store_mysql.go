@@ -8,7 +8,13 @@ import (
 )
 
 func init() {
-	register(sqllock.MySQL, func(t string) store {
+	// The MySQL path runs the same statements: none is MariaDB's own.
+	register(sqllock.MySQL, newMySQL)
+	register(sqllock.MySQLCommon, newMySQL)
+}
+
+func newMySQL(t string) store {
+	{
 		return mysqlStore{
 			// ON DUPLICATE KEY UPDATE has no WHERE: GREATEST leaves a larger
 			// recorded token in place, and the affected-row count or the
@@ -24,7 +30,7 @@ ON DUPLICATE KEY UPDATE last_token = GREATEST(last_token, VALUES(last_token))`,
     last_token bigint         NOT NULL
 ) ENGINE=InnoDB;`,
 		}
-	})
+	}
 }
 
 // mysqlStore reads a check's outcome from the affected-row count: 2 when

@@ -27,6 +27,12 @@
 // last hours. An extension that keeps failing ends the run as lost before
 // the row could expire, as for tablelock's renewals.
 //
+// A run that learns it will outlast its AtMost calls [Lease.Extend]: the
+// job stays taken until at least that long from now (never shortened, by
+// keep-alive or anything else), and the run's context ends a margin
+// before the new expiry instead of the old one. A runner that dies keeps
+// the job until the extended expiry.
+//
 // All times are compared on the database clock inside the statements; the
 // clocks of the replicas only decide when they try, never who wins.
 //

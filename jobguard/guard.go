@@ -10,8 +10,10 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/identity"
+	"github.com/sqllock/sqllock/internal/lease"
 	"github.com/sqllock/sqllock/internal/rowlease"
 	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/telemetry"
 	"github.com/sqllock/sqllock/tablelock"
 )
 
@@ -60,7 +62,10 @@ func (j Job) validate() error {
 // Option configures a Guard.
 type Option func(*config) error
 
-type config struct{ table string }
+type config struct {
+	table string
+	tel   telemetry.Options
+}
 
 // WithTable names the job table (default "sqllock_jobs"), optionally
 // schema-qualified. It is validated as an identifier and quoted.
@@ -78,6 +83,7 @@ func WithTable(name string) Option {
 type Guard struct {
 	tbl  *rowlease.Table
 	host string
+	tel  *telemetry.T
 
 	mu     sync.Mutex
 	closed bool
@@ -101,7 +107,7 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Guard, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jobguard: %w", err)
 	}
-	return &Guard{tbl: tbl, host: identity.Host()}, nil
+	return &Guard{tbl: tbl, host: identity.Host(), tel: telemetry.New("jobguard", d.String(), cfg.tel)}, nil
 }
 
 // Close refuses new tries with an error matching sqllock.ErrClosed, waits
@@ -136,12 +142,16 @@ func (g *Guard) Run(ctx context.Context, job Job, fn func(ctx context.Context) e
 	}
 	lease, err := g.TryAcquire(ctx, job)
 	if errors.Is(err, sqllock.ErrNotAcquired) && ctx.Err() == nil {
+		g.tel.JobSkipped(ctx, job.Name)
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	return true, sqllock.DoLease(ctx, lease, fn)
+	start := time.Now()
+	err = sqllock.DoLease(ctx, lease, fn)
+	g.tel.JobRan(ctx, job.Name, time.Since(start))
+	return true, err
 }
 
 // TryAcquire takes job if it is free, and otherwise returns an error
@@ -153,6 +163,18 @@ func (g *Guard) Run(ctx context.Context, job Job, fn func(ctx context.Context) e
 // both sqllock.ErrNotAcquired and ctx.Err(), and whatever its statement
 // still takes on the server is given back at once, not kept until AtMost.
 func (g *Guard) TryAcquire(ctx context.Context, job Job) (*Lease, error) {
+	ctx, obs := g.tel.StartAcquire(ctx, job.Name, false)
+	s, err := g.take(ctx, job)
+	if err != nil {
+		lease.EndAcquire(ctx, obs, nil, 1, err)
+		return nil, err
+	}
+	lease.EndAcquire(ctx, obs, s, 1, nil)
+	return s, nil
+}
+
+// take is TryAcquire's work.
+func (g *Guard) take(ctx context.Context, job Job) (*Lease, error) {
 	if err := job.validate(); err != nil {
 		return nil, fmt.Errorf("jobguard: acquire %q: %w", job.Name, err)
 	}
@@ -185,7 +207,7 @@ func (g *Guard) TryAcquire(ctx context.Context, job Job) (*Lease, error) {
 		return nil, fmt.Errorf("jobguard: acquire %q: %w: taken by %s for %v more", job.Name, sqllock.ErrNotAcquired,
 			a.Host, a.Remaining.Round(time.Millisecond))
 	}
-	return g.newLease(job, c.Owner, a.Token, start), nil
+	return g.newLease(ctx, job, c.Owner, a.Token, start), nil
 }
 
 // ForceRelease frees the job name for an operator, if the run of token
@@ -197,10 +219,16 @@ func (g *Guard) TryAcquire(ctx context.Context, job Job) (*Lease, error) {
 // job is not taken any more. When another run has taken it since, it frees
 // nothing and returns an error matching sqllock.ErrNotHeld that names the
 // run holding it now.
-func (g *Guard) ForceRelease(ctx context.Context, name string, token int64) (bool, error) {
-	freed, err := g.tbl.ForceRelease(ctx, name, token)
+//
+// It is audited as tablelock's is (see tablelock.Locker.ForceRelease):
+// tablelock.Reason gives the reason, tablelock.AuditLog reads the trail.
+func (g *Guard) ForceRelease(ctx context.Context, name string, token int64, opts ...tablelock.ForceOption) (bool, error) {
+	freed, err := g.tbl.ForceReleaseAudited(ctx, name, token, rowlease.NewAudit(opts...))
 	if err != nil {
 		return false, fmt.Errorf("jobguard: force release %q: %w", name, err)
+	}
+	if freed {
+		g.tel.ForceReleased(ctx, name)
 	}
 	return freed, nil
 }

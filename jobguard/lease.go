@@ -7,12 +7,15 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/lease"
 	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/telemetry"
 )
 
-var _ sqllock.Lease = (*Lease)(nil)
+var _ sqllock.Extender = (*Lease)(nil)
 
 // Lease is one run's hold on a job. It ends at AtMost from its start (or
 // from its last extension, with Job.KeepAlive), and counts itself lost
@@ -36,9 +39,10 @@ type Lease struct {
 
 // newLease records a won take. start is when the statement was sent: the
 // database set the expiry from a clock reading no earlier than that.
-func (g *Guard) newLease(job Job, owner string, token int64, start time.Time) *Lease {
+func (g *Guard) newLease(ctx context.Context, job Job, owner string, token int64, start time.Time) *Lease {
 	s := &Lease{g: g, job: job, owner: owner}
 	s.base.Init("jobguard", job.Name, token)
+	s.base.Observe(ctx, g.tel)
 	s.deadline = s.deadlineFrom(start)
 	s.timer = time.AfterFunc(time.Until(s.deadline), s.expire)
 	if job.KeepAlive {
@@ -84,44 +88,81 @@ func (s *Lease) keepAlive() {
 			return
 		case <-next.C:
 		}
-		ok, err := s.extend()
+		ok, err := s.extend(context.Background(), s.job.AtMost)
+		tel := s.g.tel
 		switch {
 		case err == nil && ok:
+			tel.Renewal(s.job.Name, telemetry.RenewOK)
 			next.Reset(period)
 		case err == nil:
+			tel.Renewal(s.job.Name, telemetry.RenewFailed)
 			s.lose("the row is no longer this run's (force-released by an operator?)")
 			return
 		case sqlutil.IsRetryable(err) || errors.Is(err, context.DeadlineExceeded):
+			tel.Renewal(s.job.Name, telemetry.RenewRetried)
+			s.base.Event("sqllock.renewal.retried", err)
 			next.Reset(period / 8) // the expiry timer ends the lease if none succeeds
 		default:
+			tel.Renewal(s.job.Name, telemetry.RenewFailed)
 			s.lose(fmt.Sprintf("keep-alive failed: %v", err))
 			return
 		}
 	}
 }
 
-// extend moves the run's expiry to AtMost from now, and the lease's
-// deadline with it. It reports false when the row is no longer this
-// run's. This is the seam for Lease.Extend (issue 16): keep-alive only
-// needs "extend by AtMost, or say the hold is gone".
-func (s *Lease) extend() (bool, error) {
+// extend moves the run's expiry to at least d from now, and the lease's
+// deadline with it (AtMost/10 before it). It reports false when the row is
+// no longer this run's. Keep-alive (d = AtMost) and Extend share it.
+func (s *Lease) extend(ctx context.Context, d time.Duration) (bool, error) {
 	s.mu.Lock()
 	dl := s.deadline
 	s.mu.Unlock()
-	ctx, cancel := context.WithDeadline(context.Background(), dl)
+	ctx, cancel := context.WithDeadline(ctx, dl)
 	defer cancel()
 	start := time.Now()
-	ok, err := s.g.tbl.Renew(ctx, s.job.Name, s.owner, s.Token(), s.job.AtMost)
+	ok, err := s.g.tbl.Renew(ctx, s.job.Name, s.owner, s.Token(), d)
 	if err != nil || !ok {
 		return ok, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if d := s.deadlineFrom(start); d.After(s.deadline) {
+	if d := start.Add(d - s.job.AtMost/10); d.After(s.deadline) {
 		s.deadline = d
 		s.timer.Reset(time.Until(d))
 	}
 	return true, nil
+}
+
+// SpanContext returns the lease's span: sqllock.DoLease (and so Run) runs
+// the job under it. It is invalid when tracing is off.
+func (s *Lease) SpanContext() trace.SpanContext { return s.base.SpanContext() }
+
+// Extend moves the run's expiry to at least d from now on the database
+// clock, for a run that will outlast its AtMost; it never shortens it. The
+// run's context and Done follow the new expiry, AtMost/10 before it. With
+// Job.KeepAlive the keep-alive goes on and never shortens it either. If
+// the runner dies, the job stays taken until the extended expiry
+// (ForceRelease frees it sooner); Release keeps it until AtLeast as ever.
+//
+// It returns an error matching sqllock.ErrLockLost when the row is no
+// longer this run's (the lease then ends as lost), the loss itself after
+// an earlier loss, sqllock.ErrReleased after Release, and
+// sqllock.ErrInvalidOption, changing nothing, when d <= 0.
+func (s *Lease) Extend(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("jobguard: extend %q: %w: duration %v must be positive", s.Key(), sqllock.ErrInvalidOption, d)
+	}
+	if err := s.Err(); err != nil {
+		return err
+	}
+	ok, err := s.extend(ctx, d)
+	switch {
+	case err != nil:
+		return fmt.Errorf("jobguard: extend %q: %w", s.Key(), err)
+	case !ok:
+		s.lose("the row is no longer this run's (expired or force-released)")
+	}
+	return s.base.Err()
 }
 
 // Key returns the job's name.

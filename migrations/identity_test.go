@@ -44,7 +44,7 @@ func TestIdentityColumnsCompareBytes(t *testing.T) {
 			if err := migrations.Up(ctx, db.DB, d); err != nil {
 				t.Fatal(err)
 			}
-			now := map[sqllock.Dialect]string{sqllock.Postgres: "now()", sqllock.MySQL: "UTC_TIMESTAMP(6)", sqllock.SQLite: "0"}[d]
+			now := map[sqllock.Dialect]string{sqllock.Postgres: "now()", sqllock.MySQL: "UTC_TIMESTAMP(6)", sqllock.MySQLCommon: "UTC_TIMESTAMP(6)", sqllock.SQLite: "0"}[d]
 			for _, tb := range identityTables {
 				if d == sqllock.SQLite && !tb.sqlite {
 					continue

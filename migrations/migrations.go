@@ -9,6 +9,20 @@
 //	goose -dir migrations/postgres -table sqllock_db_version postgres "$DSN" up
 //
 // Users of another migration tool can read the SQL from FS.
+//
+// # MySQL and MariaDB
+//
+// Both run the mysql/ folder; which of its statements run is chosen by the
+// server, detected when the provider is made (sqllock.DetectServer), not
+// by the dialect. MariaDB runs every file: the sequence of 00001 feeds the
+// MySQL dialect, the ticket table and function of 00010 the MySQLCommon
+// one, so a MariaDB database serves either path. MySQL has no SEQUENCE:
+// there the CREATE/DROP SEQUENCE lines of 00001 are left out (they never
+// ran on a MySQL server, so no applied migration changes) and 00010 is
+// its token source; so on a Galera node. 00010 creates a stored function, which, with binary
+// logging on, needs SUPER or log_bin_trust_function_creators=1.
+// Users of another migration tool on MySQL drop those two lines the same
+// way (see ForServer).
 package migrations
 
 import (
@@ -17,6 +31,9 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"regexp"
+	"strings"
+	"testing/fstest"
 	"time"
 
 	"github.com/pressly/goose/v3"
@@ -38,14 +55,23 @@ func Dir(d sqllock.Dialect) (string, error) {
 	switch d {
 	case sqllock.Postgres, sqllock.MySQL, sqllock.SQLite:
 		return d.String(), nil
+	case sqllock.MySQLCommon:
+		return sqllock.MySQL.String(), nil
 	}
 	return "", fmt.Errorf("migrations: %w: dialect %v", sqllock.ErrUnsupported, d)
 }
 
 // NewProvider returns a goose Provider over d's migrations with sqllock's
 // version table and a session lock, so concurrent Up calls from several
-// processes apply each migration once.
+// processes apply each migration once. On MySQL and MariaDB it reads the
+// server's flavour first (see the package doc).
 func NewProvider(db *sql.DB, d sqllock.Dialect) (*goose.Provider, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return newProvider(ctx, db, d)
+}
+
+func newProvider(ctx context.Context, db *sql.DB, d sqllock.Dialect) (*goose.Provider, error) {
 	dir, err := Dir(d)
 	if err != nil {
 		return nil, err
@@ -54,10 +80,20 @@ func NewProvider(db *sql.DB, d sqllock.Dialect) (*goose.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
+	if d.IsMySQL() {
+		srv, err := sqllock.DetectServer(ctx, db)
+		if err != nil {
+			return nil, err
+		}
+		if sub, err = ForServer(sub, srv); err != nil {
+			return nil, err
+		}
+	}
 	gd := map[sqllock.Dialect]goose.Dialect{
-		sqllock.Postgres: goose.DialectPostgres,
-		sqllock.MySQL:    goose.DialectMySQL,
-		sqllock.SQLite:   goose.DialectSQLite3,
+		sqllock.Postgres:    goose.DialectPostgres,
+		sqllock.MySQL:       goose.DialectMySQL,
+		sqllock.MySQLCommon: goose.DialectMySQL,
+		sqllock.SQLite:      goose.DialectSQLite3,
 	}[d]
 	opts := []goose.ProviderOption{goose.WithTableName(VersionTable), goose.WithDisableGlobalRegistry(true)}
 	if d != sqllock.SQLite { // SQLite serialises writers by itself
@@ -68,7 +104,7 @@ func NewProvider(db *sql.DB, d sqllock.Dialect) (*goose.Provider, error) {
 
 // Up applies every pending migration for d.
 func Up(ctx context.Context, db *sql.DB, d sqllock.Dialect) error {
-	p, err := NewProvider(db, d)
+	p, err := newProvider(ctx, db, d)
 	if err != nil {
 		return fmt.Errorf("migrations: %w", err)
 	}
@@ -95,7 +131,7 @@ func Up(ctx context.Context, db *sql.DB, d sqllock.Dialect) error {
 // Down rolls back every sqllock migration for d. It drops the lock table and
 // the fencing sequence: tokens issued afterwards start again from 1.
 func Down(ctx context.Context, db *sql.DB, d sqllock.Dialect) error {
-	p, err := NewProvider(db, d)
+	p, err := newProvider(ctx, db, d)
 	if err != nil {
 		return fmt.Errorf("migrations: %w", err)
 	}
@@ -108,7 +144,7 @@ func Down(ctx context.Context, db *sql.DB, d sqllock.Dialect) error {
 // Pending reports whether d's migrations still have steps to apply: a
 // database that needs `sqllock migrate up`.
 func Pending(ctx context.Context, db *sql.DB, d sqllock.Dialect) (bool, error) {
-	p, err := NewProvider(db, d)
+	p, err := newProvider(ctx, db, d)
 	if err != nil {
 		return false, err
 	}
@@ -192,4 +228,40 @@ func (s sessionLocker) SessionUnlock(ctx context.Context, conn *sql.Conn) error 
 	}
 	_, err := conn.ExecContext(ctx, "SELECT RELEASE_LOCK(?)", name)
 	return err
+}
+
+// ForServer returns the mysql/ folder fsys as srv runs it: unchanged on
+// MariaDB; without the CREATE SEQUENCE and DROP SEQUENCE lines on MySQL
+// and on Galera nodes, which have no sequences (Galera refuses them with
+// error 1235) and take their tokens from 00010's tickets.
+var mariaDBComment = regexp.MustCompile(`/\*M!.*?\*/`)
+
+func ForServer(fsys fs.FS, srv sqllock.Server) (fs.FS, error) {
+	if srv.MariaDB && !srv.Galera {
+		return fsys, nil
+	}
+	out := fstest.MapFS{}
+	err := fs.WalkDir(fsys, ".", func(path string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(fsys, path)
+		if err != nil {
+			return err
+		}
+		var keep []string
+		for _, line := range strings.SplitAfter(string(b), "\n") {
+			up := strings.ToUpper(strings.TrimSpace(line))
+			if strings.HasPrefix(up, "CREATE SEQUENCE ") || strings.HasPrefix(up, "DROP SEQUENCE ") {
+				continue
+			}
+			keep = append(keep, line)
+		}
+		// MariaDB's executable comments read the sequence: a Galera node
+		// would run them, MySQL skips them.
+		text := mariaDBComment.ReplaceAllString(strings.Join(keep, ""), "")
+		out[path] = &fstest.MapFile{Data: []byte(text), Mode: 0o444}
+		return nil
+	})
+	return out, err
 }

@@ -10,8 +10,11 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/stmtcache"
+	"github.com/sqllock/sqllock/internal/telemetry"
 )
 
 // Table describes a table whose rows carry an integer version column. It
@@ -28,6 +31,8 @@ type Table struct {
 	stmts      atomic.Pointer[stmtcache.Cache]
 	localQueue bool
 	queues     rowQueues // Modify's in-process queues, one per row
+	mp         metric.MeterProvider
+	tel        *telemetry.T
 }
 
 // TableOption configures a Table.
@@ -78,6 +83,7 @@ func NewTable(d sqllock.Dialect, table, idColumn, versionColumn string, opts ...
 	for _, o := range opts {
 		o(t)
 	}
+	t.tel = telemetry.New("optimistic", d.String(), telemetry.Options{MeterProvider: t.mp})
 	if t.qName, err = st.quote(table); err != nil {
 		return nil, fmt.Errorf("optimistic: table: %w", err)
 	}
@@ -171,6 +177,7 @@ func (t *Table) Update(ctx context.Context, db sqllock.Execer, id any, version i
 		return 0, fmt.Errorf("optimistic: update %s %v: %w", t.name, id, err)
 	}
 	if n == 0 {
+		t.tel.Conflict(ctx, "")
 		return 0, fmt.Errorf("optimistic: update %s %v at version %d: %w", t.name, id, version, sqllock.ErrConflict)
 	}
 	return version + 1, nil

@@ -9,9 +9,12 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/lease"
 	"github.com/sqllock/sqllock/internal/stmtcache"
+	"github.com/sqllock/sqllock/internal/telemetry"
 )
 
 var (
@@ -25,7 +28,11 @@ const DefaultTable = "sqllock_versions"
 // Option configures a Locker.
 type Option func(*config) error
 
-type config struct{ table string }
+type config struct {
+	table  string
+	tel    telemetry.Options
+	pooler bool
+}
 
 // WithTable names the version table (default "sqllock_versions"),
 // optionally schema-qualified. It is validated and quoted in New and must
@@ -37,15 +44,31 @@ func WithTable(name string) Option {
 	}
 }
 
+// WithTransactionPooler makes the Locker work through a transaction-pooling
+// proxy (PgBouncer with pool_mode = transaction): its statements on the
+// *sql.DB run unprepared, since a statement prepared on one turn of a
+// server session is missing on the next, or collides with another
+// client's of the same name, before PgBouncer 1.21. The strategy keeps no
+// session state, so nothing else changes. With pgx, also put
+// default_query_exec_mode=exec (or simple_protocol) in the DSN.
+func WithTransactionPooler() Option {
+	return func(c *config) error {
+		c.pooler = true
+		return nil
+	}
+}
+
 // Locker detects conflicting work on a key; it does not exclude it. See the
 // package documentation. It is safe for concurrent use. Close ends what it
 // handed out (see the package doc).
 type Locker struct {
 	db    *sql.DB
+	d     sqllock.Dialect
 	table string
 	vs    versionStore
 	stmts stmtcache.Cache
 
+	tel    *telemetry.T
 	closed atomic.Bool // set under mu
 	mu     sync.Mutex
 	live   map[*Lease]struct{} // leases handed out and not ended by Release or Check
@@ -72,7 +95,10 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("optimistic: table: %w", err)
 	}
-	return &Locker{db: db, table: cfg.table, vs: st.versions(t), live: make(map[*Lease]struct{})}, nil
+	l := &Locker{db: db, d: d, table: cfg.table, vs: st.versions(t), live: make(map[*Lease]struct{}),
+		tel: telemetry.New("optimistic", d.String(), cfg.tel)}
+	l.stmts.Direct = cfg.pooler
+	return l, nil
 }
 
 // Close ends the Locker, as the package doc says: it refuses later
@@ -101,21 +127,46 @@ func (l *Locker) Close() error {
 // another holder: a stamp only makes every earlier lease on key stale, and
 // they find out at Release (or Check). It is the same as TryAcquire.
 func (l *Locker) Acquire(ctx context.Context, key string) (sqllock.Lease, error) {
-	return l.acquire(ctx, key)
+	return l.lease(ctx, key)
 }
 
 // TryAcquire is Acquire: the optimistic strategy never refuses a key, so it
 // never returns sqllock.ErrNotAcquired.
 func (l *Locker) TryAcquire(ctx context.Context, key string) (sqllock.Lease, error) {
-	return l.acquire(ctx, key)
+	return l.lease(ctx, key)
+}
+
+// lease is acquire behind the interface: a nil *Lease would make a
+// non-nil sqllock.Lease beside the error.
+func (l *Locker) lease(ctx context.Context, key string) (sqllock.Lease, error) {
+	lease, err := l.acquire(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return lease, nil
 }
 
 func (l *Locker) acquire(ctx context.Context, key string) (*Lease, error) {
+	ctx, obs := l.tel.StartAcquire(ctx, key, false)
+	s, err := l.stamp(ctx, key)
+	if err != nil {
+		lease.EndAcquire(ctx, obs, nil, 1, err)
+		return nil, err
+	}
+	lease.EndAcquire(ctx, obs, s, 1, nil)
+	return s, nil
+}
+
+// stamp is acquire's work.
+func (l *Locker) stamp(ctx context.Context, key string) (*Lease, error) {
 	if err := sqllock.ValidateKey(key); err != nil {
 		return nil, fmt.Errorf("optimistic: acquire %q: %w", key, err)
 	}
 	if l.closed.Load() {
 		return nil, closedErr(key)
+	}
+	if err := sqllock.CheckServer(ctx, l.db, l.d); err != nil {
+		return nil, fmt.Errorf("optimistic: acquire %q: %w", key, err)
 	}
 	v, err := l.vs.stamp(ctx, &l.stmts, l.db, key)
 	if err != nil {
@@ -133,6 +184,7 @@ func (l *Locker) acquire(ctx context.Context, key string) (*Lease, error) {
 		// makes earlier leases of key stale.
 		return nil, closedErr(key)
 	}
+	s.base.Observe(ctx, l.tel) // under mu: Close cannot lose it first
 	l.live[s] = struct{}{}
 	return s, nil
 }
@@ -156,6 +208,10 @@ type Lease struct {
 }
 
 var _ sqllock.Lease = (*Lease)(nil)
+
+// SpanContext returns the lease's span: sqllock.Do runs its work under it.
+// It is invalid when tracing is off.
+func (s *Lease) SpanContext() trace.SpanContext { return s.base.SpanContext() }
 
 // Key is the key the lease stamped.
 func (s *Lease) Key() string { return s.base.Key() }
@@ -212,6 +268,7 @@ func (s *Lease) free(ctx context.Context, e sqllock.Execer, lost error) error {
 	}
 	if !ok {
 		loss := s.base.Lost("the version moved: another Acquire stamped the key")
+		s.l.tel.Conflict(ctx, s.base.Key())
 		s.base.End(loss)
 		return loss
 	}
@@ -233,6 +290,7 @@ func (s *Lease) Check(ctx context.Context) error {
 		return nil
 	}
 	loss := s.base.Lost(fmt.Sprintf("the version moved to %d: another Acquire stamped the key", v))
+	s.l.tel.Conflict(ctx, s.base.Key())
 	if !s.base.Lose(loss) {
 		// Released (its own release may be what moved the version) or
 		// lost meanwhile.

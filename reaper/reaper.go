@@ -22,8 +22,11 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/rowlease"
+	"github.com/sqllock/sqllock/internal/telemetry"
 )
 
 // Option configures a Reaper.
@@ -35,6 +38,7 @@ type config struct {
 	batch    int
 	grace    time.Duration
 	logger   *slog.Logger
+	mp       metric.MeterProvider
 }
 
 // WithTable names the lock table (default "sqllock_locks").
@@ -76,8 +80,8 @@ func WithGrace(d time.Duration) Option {
 	}
 }
 
-// WithLogger sets where sweep counts and errors are logged (default
-// slog.Default()).
+// WithLogger sets where sweep counts and errors are logged (default:
+// nowhere, as every package of the module).
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
 		if l == nil {
@@ -88,10 +92,24 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
+// WithMeterProvider sets where the count of deleted rows
+// (sqllock.reaper.reaped) goes (default: the global MeterProvider, a no-op
+// until the application installs one).
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(c *config) error {
+		if mp == nil {
+			return fmt.Errorf("%w: nil MeterProvider", sqllock.ErrInvalidOption)
+		}
+		c.mp = mp
+		return nil
+	}
+}
+
 // Reaper deletes expired lock rows.
 type Reaper struct {
 	tbl *rowlease.Table
 	cfg config
+	tel *telemetry.T
 }
 
 // New returns a Reaper for db's lock table. It does not touch the database
@@ -100,7 +118,7 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Reaper, error) {
 	if db == nil {
 		return nil, fmt.Errorf("reaper: %w: nil *sql.DB", sqllock.ErrInvalidOption)
 	}
-	cfg := config{table: "sqllock_locks", interval: 30 * time.Second, batch: 500, grace: 5 * time.Second, logger: slog.Default()}
+	cfg := config{table: "sqllock_locks", interval: 30 * time.Second, batch: 500, grace: 5 * time.Second, logger: slog.New(slog.DiscardHandler)}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
 			return nil, fmt.Errorf("reaper: %w", err)
@@ -112,7 +130,8 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Reaper, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reaper: %w", err)
 	}
-	return &Reaper{tbl: tbl, cfg: cfg}, nil
+	cfg.logger = telemetry.Logger(cfg.logger, "reaper", d.String())
+	return &Reaper{tbl: tbl, cfg: cfg, tel: telemetry.New("reaper", d.String(), telemetry.Options{MeterProvider: cfg.mp})}, nil
 }
 
 // Run sweeps at once and then every interval until ctx ends; it returns nil
@@ -126,9 +145,9 @@ func (r *Reaper) Run(ctx context.Context) error {
 		case ctx.Err() != nil:
 			return nil
 		case err != nil:
-			r.cfg.logger.Warn("reaper: sweep failed", "table", r.cfg.table, "error", err.Error())
+			r.cfg.logger.Warn("reaper: sweep failed", telemetry.LogTable, r.cfg.table, telemetry.LogError, err.Error())
 		case n > 0:
-			r.cfg.logger.Info("reaper: deleted expired locks", "table", r.cfg.table, "rows", n)
+			r.cfg.logger.Info("reaper: deleted expired locks", telemetry.LogTable, r.cfg.table, telemetry.LogRows, n)
 		}
 		select {
 		case <-ctx.Done():
@@ -145,6 +164,7 @@ func (r *Reaper) Sweep(ctx context.Context) (int64, error) {
 	for {
 		n, err := r.tbl.Reap(ctx, r.cfg.grace, r.cfg.batch)
 		total += n
+		r.tel.Reaped(ctx, n)
 		if err != nil {
 			return total, fmt.Errorf("reaper: sweep %s: %w", r.cfg.table, err)
 		}

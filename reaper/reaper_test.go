@@ -29,8 +29,8 @@ func insertRow(t *testing.T, db *testdb.DB, table, key, owner string, offset tim
 	var q string
 	switch db.Dialect {
 	case sqllock.Postgres:
-		q = `INSERT INTO ` + table + ` VALUES ($1, $2, 'test', 1, nextval('sqllock_fence_seq'), now(), now() + $3 * interval '1 microsecond')`
-	case sqllock.MySQL:
+		q = `INSERT INTO ` + table + ` VALUES ($1, $2, 'test', 1, sqllock_next_token(), now(), now() + $3 * interval '1 microsecond')`
+	case sqllock.MySQL, sqllock.MySQLCommon:
 		q = `INSERT INTO ` + table + ` VALUES (?, ?, 'test', 1, NEXTVAL(sqllock_fence_seq), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)`
 	case sqllock.SQLite:
 		q = `INSERT INTO ` + table + ` VALUES (?, ?, 'test', 1, 1, 0, CAST(unixepoch('subsec') * 1000000 AS INTEGER) + ?)`
@@ -114,9 +114,10 @@ func TestReapedKeyComesBackWithLargerToken(t *testing.T) {
 			t.Fatal(err)
 		}
 		expire := map[sqllock.Dialect]string{
-			sqllock.Postgres: "UPDATE " + table + " SET expires_at = now() - interval '1 hour' WHERE lock_key = $1",
-			sqllock.MySQL:    "UPDATE " + table + " SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 HOUR WHERE lock_key = ?",
-			sqllock.SQLite:   "UPDATE " + table + " SET expires_at = 0 WHERE lock_key = ?",
+			sqllock.Postgres:    "UPDATE " + table + " SET expires_at = now() - interval '1 hour' WHERE lock_key = $1",
+			sqllock.MySQL:       "UPDATE " + table + " SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 HOUR WHERE lock_key = ?",
+			sqllock.MySQLCommon: "UPDATE " + table + " SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 HOUR WHERE lock_key = ?",
+			sqllock.SQLite:      "UPDATE " + table + " SET expires_at = 0 WHERE lock_key = ?",
 		}[db.Dialect]
 		if _, err := db.Exec(expire, key); err != nil {
 			t.Fatal(err)
@@ -226,7 +227,7 @@ func TestRunStopsWithContextAndLogs(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not stop with its context")
 	}
-	if !strings.Contains(buf.String(), "rows=1") {
+	if !strings.Contains(buf.String(), "sqllock.rows=1") {
 		t.Errorf("log does not report the deleted row: %q", buf.String())
 	}
 }

@@ -116,7 +116,7 @@ func TestFencingAfterWait(t *testing.T) {
 			got <- lease
 		}()
 		waitForWaiter(t, db, rowlock.DefaultTable)
-		q := map[sqllock.Dialect]string{sqllock.Postgres: "SELECT nextval('sqllock_fence_seq')", sqllock.MySQL: "SELECT NEXTVAL(sqllock_fence_seq)"}[db.Dialect]
+		q := map[sqllock.Dialect]string{sqllock.Postgres: "SELECT sqllock_next_token()", sqllock.MySQL: "SELECT NEXTVAL(sqllock_fence_seq)"}[db.Dialect]
 		var mid int64
 		if err := db.QueryRowContext(ctx, q).Scan(&mid); err != nil {
 			t.Fatal(err)
@@ -255,7 +255,7 @@ func TestDriverCancel(t *testing.T) {
 		if db.Dialect == sqllock.Postgres && n != 0 {
 			t.Fatal("pgx no longer cancels a waiting query on the server: rowlock must send the cancel itself")
 		}
-		if db.Dialect == sqllock.MySQL && n == 0 {
+		if db.Dialect.IsMySQL() && n == 0 {
 			t.Fatal("the MySQL driver alone stopped the server-side wait: rowlock's KILL QUERY may be redundant")
 		}
 		// Clean up the orphan.

@@ -34,6 +34,21 @@
 // or a pgx.Tx through package pgxq. Writes in that transaction need no
 // fence; [Token] draws one for work done elsewhere under the locks.
 //
+// # Shared mode
+//
+// [Locker.AcquireShared] and [Locker.TryAcquireShared] hold the key's row
+// with SELECT ... FOR SHARE on PostgreSQL and LOCK IN SHARE MODE on
+// MariaDB: shared holders overlap, and Acquire (FOR UPDATE) excludes them
+// all. Each shared lease draws its own token once its lock is granted, and
+// a writer draws its own only once every earlier reader has ended, so a
+// writer's token is larger than every reader's before it. The server
+// queues a writer behind the readers it found, but readers arriving while
+// it waits may still join them: under a steady stream of overlapping
+// readers a writer can wait long. Package rwlock prefers writers. On the
+// MySQL dialect path (MySQL 8), TryAcquireShared is refused with
+// [sqllock.ErrUnsupported]: the two servers share no NOWAIT syntax for a
+// shared read. SQLite has no row locks at all (see New).
+//
 // # Cost and the pool-size rule
 //
 // Each held lease pins one pooled connection and one open transaction until
@@ -65,7 +80,12 @@
 // which a restart changes. A lease whose session (or, on PostgreSQL,
 // transaction) is gone closes [Lease.Done] and reports sqllock.ErrLockLost
 // within about one interval, at a cost of one query per interval per Locker
-// whatever the number of leases. The promise that protects the resource is
+// whatever the number of leases. On PostgreSQL through
+// github.com/jackc/pgx/v5/stdlib on Linux, a session the server ends (a
+// kill, a timeout, a crash) is noticed at once instead, without a query:
+// the lease's socket is watched, never read, for the FATAL error the
+// server sends before it frees the session's locks (TestSessionKillNotice).
+// The promise that protects the resource is
 // the fence (and the transaction itself), not the notice: another holder
 // may already have the key when Done closes.
 //

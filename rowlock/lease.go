@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"slices"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/lease"
 	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/telemetry"
 )
 
 var _ sqllock.Lease = (*Lease)(nil)
@@ -38,6 +41,10 @@ func newLease(l *Locker, a *attempt, keys []string, g grant) *Lease {
 // Key returns the key held; for a set taken by AcquireSet, the keys as a
 // quoted list, for messages (Keys returns them).
 func (s *Lease) Key() string { return s.base.Key() }
+
+// SpanContext returns the lease's span: sqllock.Do runs its work under it.
+// It is invalid when tracing is off.
+func (s *Lease) SpanContext() trace.SpanContext { return s.base.SpanContext() }
 
 // Keys returns the keys held, in the order they were locked.
 func (s *Lease) Keys() []string { return slices.Clone(s.keys) }
@@ -68,7 +75,7 @@ func (s *Lease) lose(cause string) {
 	if !s.base.Lose(s.base.Lost(cause)) {
 		return // released meanwhile, or ended by Close
 	}
-	s.l.cfg.logger.Warn("rowlock: lease lost", "key", s.base.Key(), "token", s.base.Token(), "cause", cause)
+	s.l.cfg.logger.Warn("rowlock: lease lost", telemetry.AttrKey, s.base.Key(), telemetry.AttrToken, s.base.Token(), telemetry.AttrCause, telemetry.Cause(cause), telemetry.LogError, cause)
 	s.l.unwatch(s)
 	// The rollback waits for any statement the holder still runs on the
 	// dead session; do not hold up the monitor for it. (The monitor is

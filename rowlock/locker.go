@@ -14,7 +14,9 @@ import (
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/backoff"
 	"github.com/sqllock/sqllock/internal/lease"
+	"github.com/sqllock/sqllock/internal/sessionwatch"
 	"github.com/sqllock/sqllock/internal/stmtcache"
+	"github.com/sqllock/sqllock/internal/telemetry"
 )
 
 var (
@@ -30,6 +32,7 @@ var errClosing = errors.New("rowlock: the Locker is closing")
 // package doc).
 type Locker struct {
 	db    *sql.DB
+	d     sqllock.Dialect
 	st    store
 	cfg   config
 	stmts stmtcache.Cache
@@ -48,6 +51,7 @@ type Locker struct {
 	// discarded are the sessions whose connections were discarded since
 	// Close began: their transactions end only when the server notices.
 	discarded []holder
+	tel       *telemetry.T
 }
 
 // New returns a Locker over db for dialect d. It checks its options but does
@@ -72,7 +76,10 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rowlock: table: %w", err)
 	}
-	l := &Locker{db: db, cfg: cfg, inflight: make(map[context.Context]context.CancelCauseFunc)}
+	l := &Locker{db: db, d: d, cfg: cfg, inflight: make(map[context.Context]context.CancelCauseFunc),
+		tel: telemetry.New("rowlock", d.String(), cfg.tel)}
+	l.cfg.logger = telemetry.Logger(cfg.logger, "rowlock", d.String())
+	l.stmts.Direct = cfg.pooler
 	l.st = dl.newStore(t, storeEnv{db: db, stmts: &l.stmts, bg: &l.bg})
 	return l, nil
 }
@@ -167,13 +174,37 @@ func (l *Locker) awaitGone(sessions []holder) error {
 // Acquire is not reentrant: a second Acquire of a key this process already
 // holds waits for the first lease to end, whatever owner the context names.
 func (l *Locker) Acquire(ctx context.Context, key string) (sqllock.Lease, error) {
-	return l.acquire(ctx, []string{key}, true)
+	return l.acquire(ctx, []string{key}, true, false)
 }
 
 // TryAcquire takes key if no transaction holds it (FOR UPDATE NOWAIT), and
 // otherwise returns at once an error matching sqllock.ErrNotAcquired.
 func (l *Locker) TryAcquire(ctx context.Context, key string) (sqllock.Lease, error) {
-	return l.acquire(ctx, []string{key}, false)
+	return l.acquire(ctx, []string{key}, false, false)
+}
+
+// AcquireShared blocks until key is held in shared mode (SELECT ... FOR
+// SHARE on PostgreSQL, LOCK IN SHARE MODE on MariaDB) or ctx ends. Shared
+// holders overlap; an Acquire (FOR UPDATE) waits until every one has
+// ended, and shared holders wait for it. Each shared lease has a token of
+// its own, drawn after its lock is granted: so a writer's token, drawn
+// once every earlier reader is gone, is larger than all of theirs. The
+// lease's Tx reads under the lock; it must not write the lock row. The
+// database queues a writer behind the readers already granted, but not
+// ahead of readers that come later: a steady stream of overlapping
+// readers can keep a writer waiting (package rwlock prefers writers).
+func (l *Locker) AcquireShared(ctx context.Context, key string) (sqllock.Lease, error) {
+	return l.acquire(ctx, []string{key}, true, true)
+}
+
+// TryAcquireShared takes key in shared mode if no transaction holds it
+// for update (NOWAIT), and otherwise returns at once an error matching
+// sqllock.ErrNotAcquired. On the MySQLCommon dialect it returns an error
+// matching sqllock.ErrUnsupported: MySQL 8 (FOR SHARE NOWAIT) and MariaDB
+// (LOCK IN SHARE MODE NOWAIT) share no syntax for it; choose the MySQL
+// dialect on MariaDB, or call AcquireShared with a deadline.
+func (l *Locker) TryAcquireShared(ctx context.Context, key string) (sqllock.Lease, error) {
+	return l.acquire(ctx, []string{key}, false, true)
 }
 
 var _ sqllock.SetLocker = (*Locker)(nil)
@@ -188,14 +219,14 @@ var _ sqllock.SetLocker = (*Locker)(nil)
 // granted), fences the resources of every key: all of them are freed
 // together, when the transaction ends.
 func (l *Locker) AcquireSet(ctx context.Context, keys []string) (sqllock.Lease, error) {
-	return l.acquire(ctx, keys, true)
+	return l.acquire(ctx, keys, true, false)
 }
 
 // TryAcquireSet is AcquireSet with NOWAIT: it takes every key or none, and
 // returns an error matching sqllock.ErrNotAcquired that names the first
 // key held elsewhere.
 func (l *Locker) TryAcquireSet(ctx context.Context, keys []string) (sqllock.Lease, error) {
-	return l.acquire(ctx, keys, false)
+	return l.acquire(ctx, keys, false, false)
 }
 
 // label names keys in messages: one key quoted, a set as a quoted list.
@@ -206,7 +237,24 @@ func label(keys []string) string {
 	return fmt.Sprintf("%q", keys)
 }
 
-func (l *Locker) acquire(ctx context.Context, keys []string, wait bool) (sqllock.Lease, error) {
+func (l *Locker) acquire(ctx context.Context, keys []string, wait, shared bool) (sqllock.Lease, error) {
+	name := label(keys)
+	if len(keys) == 1 {
+		name = keys[0]
+	}
+	tctx, obs := l.tel.StartAcquire(ctx, name, wait)
+	tries := 0
+	s, err := l.take(tctx, keys, wait, shared, &tries)
+	if err != nil {
+		lease.EndAcquire(tctx, obs, nil, tries, err)
+		return nil, err
+	}
+	lease.EndAcquire(tctx, obs, s, tries, nil)
+	return s, nil
+}
+
+// take is acquire's work; it counts its attempts in tries.
+func (l *Locker) take(ctx context.Context, keys []string, wait, shared bool, tries *int) (*Lease, error) {
 	name := label(keys)
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("rowlock: acquire: %w: no keys", sqllock.ErrInvalidKey)
@@ -220,6 +268,9 @@ func (l *Locker) acquire(ctx context.Context, keys []string, wait bool) (sqllock
 			// deadlocking: the caller (sqllock.AcquireAll) sorts them.
 			return nil, fmt.Errorf("rowlock: acquire %s: %w: keys must be distinct and in ascending order", name, sqllock.ErrInvalidKey)
 		}
+	}
+	if err := sqllock.CheckServer(ctx, l.db, l.d); err != nil {
+		return nil, fmt.Errorf("rowlock: acquire %s: %w", name, err)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, cancelled(name, err)
@@ -243,7 +294,8 @@ func (l *Locker) acquire(ctx context.Context, keys []string, wait bool) (sqllock
 		l.bg.Done()
 	}()
 	for {
-		s, retry, err := l.attempt(ctx, keys, wait)
+		*tries++
+		s, retry, err := l.attempt(ctx, keys, wait, shared)
 		switch {
 		case err != nil:
 			return nil, err
@@ -253,6 +305,7 @@ func (l *Locker) acquire(ctx context.Context, keys []string, wait bool) (sqllock
 		}
 		if !l.watch(s) {
 			// Granted while Close ran: give the keys back.
+			s.base.Drop()
 			l.closeAttempt(s.a, false)
 			return nil, closedErr(name, true)
 		}
@@ -263,13 +316,17 @@ func (l *Locker) acquire(ctx context.Context, keys []string, wait bool) (sqllock
 // attempt pins a connection, opens a transaction and tries to lock the
 // keys' rows, in order. retry reports that a row was missing and has been
 // created since.
-func (l *Locker) attempt(ctx context.Context, keys []string, wait bool) (s *Lease, retry bool, err error) {
+func (l *Locker) attempt(ctx context.Context, keys []string, wait, shared bool) (s *Lease, retry bool, err error) {
 	name := label(keys)
-	sts, put, err := l.stmts.StmtAll(ctx, l.db, l.st.queries()...)
-	if err != nil {
-		return nil, false, l.failed(ctx, name, fmt.Errorf("prepare: %w", err))
+	var sts []*sql.Stmt
+	if !l.stmts.Direct {
+		var put func()
+		sts, put, err = l.stmts.StmtAll(ctx, l.db, l.st.queries()...)
+		if err != nil {
+			return nil, false, l.failed(ctx, name, fmt.Errorf("prepare: %w", err))
+		}
+		defer put()
 	}
-	defer put()
 	conn, err := l.db.Conn(ctx)
 	if err != nil {
 		if ctx.Err() != nil && context.Cause(ctx) != errClosing {
@@ -284,7 +341,7 @@ func (l *Locker) attempt(ctx context.Context, keys []string, wait bool) (s *Leas
 	// The transaction lives as long as the lease, not as long as ctx:
 	// database/sql rolls a transaction back when its context ends.
 	txCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	a := &attempt{conn: conn, cancel: cancel, stmts: sts}
+	a := &attempt{conn: conn, cancel: cancel, stmts: sts, queries: l.st.queries(), shared: shared}
 	if a.holder, err = l.st.session(ctx, conn); err != nil {
 		// No transaction yet: a discarded connection holds nothing.
 		a.close(ctx.Err() != nil)
@@ -316,13 +373,27 @@ func (l *Locker) attempt(ctx context.Context, keys []string, wait bool) (s *Leas
 		set = grant{token: max(set.token, g.token), holder: g.holder}
 	}
 	a.stmts = nil // given back by put
-	return newLease(l, a, keys, set), false, nil
+	s = newLease(l, a, keys, set)
+	// Before the session watch is armed: a loss it reports ends the lease's
+	// telemetry, which must have begun.
+	s.base.Observe(ctx, l.tel)
+	// Told within microseconds when the server closes the session (a kill,
+	// a crash), where the monitor needs up to two check intervals. A close
+	// before this line is reported at once too.
+	armed := make(chan struct{}) // a.watch is set before the report reads it
+	a.watch = sessionwatch.Conn(conn, func() {
+		<-armed
+		s.lose("the server closed its session")
+	})
+	close(armed)
+	return s, false, nil
 }
 
 // close rolls back and returns the connection to the pool; bad discards
 // it, for a connection a cancel may still hit. A connection whose rollback
 // failed is discarded too. It reports whether it discarded the connection.
 func (a *attempt) close(bad bool) bool {
+	a.watch.Stop()
 	if a.tx != nil {
 		if err := a.tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
 			bad = true

@@ -87,7 +87,8 @@ func LockRows[K cmp.Ordered](ctx context.Context, tx sqllock.Querier, d sqllock.
 }
 
 // Token draws a fencing token in tx from the shared sequence
-// (sqllock_fence_seq, from the migrations): larger than every token drawn
+// (sqllock_fence_seq, from the migrations; on PostgreSQL through
+// sqllock_next_token, which adds the timeline): larger than every token drawn
 // before it, by any key or strategy of the database. Drawn after
 // [LockRows], in the transaction that holds the row locks, it fences the
 // work done outside the database under those locks: any later holder of

@@ -2,7 +2,10 @@ package rowlock
 
 import (
 	"context"
+	"fmt"
 	"time"
+
+	"github.com/sqllock/sqllock/internal/telemetry"
 )
 
 // monitor notices held leases whose session died (killed, disconnected,
@@ -77,6 +80,7 @@ func (m *monitor) stopAll() []*Lease {
 func (l *Locker) run(ctx context.Context) {
 	tick := time.NewTicker(l.cfg.check)
 	defer tick.Stop()
+	var failingSince time.Time // zero while checks succeed
 	for {
 		select {
 		case <-ctx.Done():
@@ -97,10 +101,24 @@ func (l *Locker) run(ctx context.Context) {
 			return
 		}
 		if err != nil {
-			// A failed check (pool exhausted, network blip) proves nothing.
-			l.cfg.logger.Info("rowlock: session check failed", "error", err.Error())
+			// A failed check (pool exhausted, network blip) proves nothing,
+			// once. Checks failing for longer than unconfirmedLoss (a
+			// partition: the leases' sessions may be gone, and the server
+			// may have handed their rows on) end the leases: they can no
+			// longer be vouched for.
+			l.cfg.logger.Info("rowlock: session check failed", telemetry.LogError, err.Error())
+			if failingSince.IsZero() {
+				failingSince = time.Now()
+			}
+			if since := time.Since(failingSince); since >= l.unconfirmedLoss() {
+				for _, s := range held {
+					s.lose(fmt.Sprintf("its session could not be checked for %v: %v", since.Round(time.Millisecond), err))
+				}
+				failingSince = time.Time{}
+			}
 			continue
 		}
+		failingSince = time.Time{}
 		for i, s := range held {
 			if !alive[i] {
 				s.lose("its database session or transaction ended")
@@ -108,6 +126,10 @@ func (l *Locker) run(ctx context.Context) {
 		}
 	}
 }
+
+// unconfirmedLoss is how long checks may fail in a row before the leases
+// they could not confirm are ended.
+func (l *Locker) unconfirmedLoss() time.Duration { return max(3*l.cfg.check, 3*time.Second) }
 
 // check reports, for each of held, whether its hold is still there, in one
 // query whatever their number. A session id alone does not say so: MariaDB

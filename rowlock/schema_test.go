@@ -13,7 +13,11 @@ import (
 // TestSchemaMatchesMigration keeps Schema and the shipped migration in step.
 func TestSchemaMatchesMigration(t *testing.T) {
 	for _, d := range servers {
-		b, err := fs.ReadFile(migrations.FS, d.String()+"/00002_rowlock.sql")
+		dir, err := migrations.Dir(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := fs.ReadFile(migrations.FS, dir+"/00002_rowlock.sql")
 		if err != nil {
 			t.Fatal(err)
 		}

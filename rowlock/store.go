@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/sessionwatch"
 	"github.com/sqllock/sqllock/internal/stmtcache"
 )
 
@@ -56,7 +57,7 @@ type store interface {
 	// the attempt's transaction begins: at least its session id (for
 	// gone), and the whole holder if the lock statement cannot return it.
 	session(ctx context.Context, conn *sql.Conn) (holder, error)
-	// lock takes key's row lock in a.tx, waiting in the server's lock queue
+	// lock takes key's row lock in a.tx (a shared one if a.shared), waiting in the server's lock queue
 	// when wait is set, and otherwise failing at once with errRefused when
 	// another transaction holds it. The token is drawn after the lock is
 	// granted, in the transaction that holds it. retry reports that the row
@@ -136,16 +137,39 @@ var errRefused = errors.New("refused")
 // attempt is the pinned connection and the transaction of one try for a
 // key; the transaction becomes the lease's if the lock is granted.
 type attempt struct {
-	conn   *sql.Conn
-	tx     *sql.Tx
-	cancel context.CancelFunc // ends the transaction's context
-	stmts  []*sql.Stmt        // store.queries(), prepared
-	holder holder             // from store.session
+	conn    *sql.Conn
+	tx      *sql.Tx
+	cancel  context.CancelFunc  // ends the transaction's context
+	stmts   []*sql.Stmt         // store.queries(), prepared; nil to run them unprepared
+	queries []string            // store.queries()
+	holder  holder              // from store.session
+	watch   *sessionwatch.Watch // reports the server closing conn
+	shared  bool                // a shared (FOR SHARE) lock, not FOR UPDATE
 }
 
 // stmt returns the i-th of store.queries() for use in the transaction.
-func (a *attempt) stmt(ctx context.Context, i int) *sql.Stmt {
+func (a *attempt) stmt(ctx context.Context, i int) rowQuerier {
+	if a.stmts == nil {
+		return txText{a.tx, a.queries[i]}
+	}
 	return a.tx.StmtContext(ctx, a.stmts[i])
+}
+
+// rowQuerier runs a statement that returns one row: a prepared statement
+// in the transaction, or its text (txText).
+type rowQuerier interface {
+	QueryRowContext(ctx context.Context, args ...any) *sql.Row
+}
+
+// txText runs a query's text, unprepared, in the transaction: for
+// WithTransactionPooler.
+type txText struct {
+	tx *sql.Tx
+	q  string
+}
+
+func (t txText) QueryRowContext(ctx context.Context, args ...any) *sql.Row {
+	return t.tx.QueryRowContext(ctx, t.q, args...)
 }
 
 // dialects are the databases this package serves; each store file adds

@@ -53,6 +53,8 @@ const myStart = `UNIX_TIMESTAMP() - CAST((SELECT VARIABLE_VALUE FROM information
 const (
 	myLockNoWait = iota
 	myLockWait
+	myShareNoWait
+	myShareWait
 )
 
 // mysqlStore takes a row lock with a locking read that draws the token in
@@ -69,13 +71,20 @@ type mysqlStore struct {
 	sessionQuery string
 	aliveQuery   string
 	sessions     sessionCache
+	noSharedTry  bool // no NOWAIT shared read: TryAcquireShared refused
 }
 
 func (mysqlDialect) newStore(t string, env storeEnv) store {
-	sel := `SELECT NEXTVAL(sqllock_fence_seq) FROM ` + t + ` WHERE lock_key = ? FOR UPDATE`
+	sel := `SELECT NEXTVAL(sqllock_fence_seq) FROM ` + t + ` WHERE lock_key = ?`
+	wait := fmt.Sprintf(` WAIT %d`, mysqlWaitSeconds)
 	return &mysqlStore{
-		env:          env,
-		prepared:     []string{myLockNoWait: sel + ` NOWAIT`, myLockWait: sel + fmt.Sprintf(` WAIT %d`, mysqlWaitSeconds)},
+		env: env,
+		prepared: []string{
+			myLockNoWait:  sel + ` FOR UPDATE NOWAIT`,
+			myLockWait:    sel + ` FOR UPDATE` + wait,
+			myShareNoWait: sel + ` LOCK IN SHARE MODE NOWAIT`,
+			myShareWait:   sel + ` LOCK IN SHARE MODE` + wait,
+		},
 		ensure:       `SET STATEMENT innodb_lock_wait_timeout = 0 FOR INSERT IGNORE INTO ` + t + ` (lock_key) VALUES (?)`,
 		sessionQuery: `SELECT CONNECTION_ID(), ` + myStart,
 		aliveQuery: `SELECT ID, ` + myStart + `
@@ -100,15 +109,22 @@ func (s *mysqlStore) session(ctx context.Context, conn *sql.Conn) (holder, error
 
 func (s *mysqlStore) lock(ctx context.Context, a *attempt, key string, wait bool) (g grant, retry bool, err error) {
 	g.holder = a.holder
+	noWait, blocking := myLockNoWait, myLockWait
+	if a.shared {
+		noWait, blocking = myShareNoWait, myShareWait
+		if s.noSharedTry && !wait {
+			return grant{}, false, fmt.Errorf("%w: no NOWAIT shared locking read common to MySQL 8 and MariaDB; use the MySQL dialect on MariaDB, or AcquireShared with a deadline", sqllock.ErrUnsupported)
+		}
+	}
 	if wait {
-		err = s.wait(ctx, a, key, &g.token)
+		err = s.wait(ctx, a, key, blocking, &g.token)
 		if ctx.Err() != nil {
 			// The kill may be on its way to this session: the Locker
 			// discards the connection.
 			return grant{}, false, ctx.Err()
 		}
 	} else {
-		err = a.stmt(ctx, myLockNoWait).QueryRowContext(ctx, key).Scan(&g.token)
+		err = a.stmt(ctx, noWait).QueryRowContext(ctx, key).Scan(&g.token)
 	}
 	switch {
 	case err == nil:
@@ -125,7 +141,7 @@ func (s *mysqlStore) lock(ctx context.Context, a *attempt, key string, wait bool
 // reads the token into token. The driver gives up a cancelled query by
 // closing its socket, which a session blocked on a row lock does not
 // notice: when ctx ends, the session is killed on the server too.
-func (s *mysqlStore) wait(ctx context.Context, a *attempt, key string, token *int64) error {
+func (s *mysqlStore) wait(ctx context.Context, a *attempt, key string, q int, token *int64) error {
 	kill := func() {
 		defer s.env.bg.Done()
 		s.kill(a.holder.session)
@@ -134,7 +150,7 @@ func (s *mysqlStore) wait(ctx context.Context, a *attempt, key string, token *in
 	stop := context.AfterFunc(ctx, kill)
 	var err error
 	for {
-		err = a.stmt(ctx, myLockWait).QueryRowContext(ctx, key).Scan(token)
+		err = a.stmt(ctx, q).QueryRowContext(ctx, key).Scan(token)
 		if err == nil || !sqlutil.IsLockNotAvailable(err) || ctx.Err() != nil {
 			break
 		}

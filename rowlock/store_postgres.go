@@ -35,7 +35,7 @@ func (postgresDialect) schema(t string) string {
 // transaction's uncommitted insert of the same key: INSERT has no NOWAIT.
 const pgTryInsertTimeout = "10ms"
 
-const pgSeq = `nextval('sqllock_fence_seq')`
+const pgSeq = sqlutil.PostgresToken
 
 // pgXid is the lock's transaction id as pg_stat_activity.backend_xid shows
 // it (32 bits); the lock statements write, so it is assigned already.
@@ -48,6 +48,9 @@ const (
 	pgTryLock
 	pgTryInsert
 	pgStampRestore
+	pgShare
+	pgTryShare
+	pgShareInsert
 )
 
 // postgresStore takes a row lock with an upsert that creates the key's row
@@ -65,10 +68,10 @@ type postgresStore struct {
 }
 
 func (postgresDialect) newStore(t string, env storeEnv) store {
-	s := &postgresStore{env: env, prepared: make([]string, 5)}
+	s := &postgresStore{env: env, prepared: make([]string, 8)}
 	// lock returns (token, pg_backend_pid(), xid); the token is 0 when this
 	// transaction inserted the row, and stamp then issues it. The ON
-	// CONFLICT SET list runs after the row lock is granted, so nextval is
+	// CONFLICT SET list runs after the row lock is granted, so the token is
 	// drawn while held.
 	s.prepared[pgLock] = `INSERT INTO ` + t + ` AS r (lock_key, token) VALUES ($1, 0)
 ON CONFLICT (lock_key) DO UPDATE SET token = ` + pgSeq + `
@@ -82,6 +85,14 @@ RETURNING token, pg_backend_pid(), ` + pgXid
 	s.prepared[pgTryInsert] = `INSERT INTO ` + t + ` (lock_key, token) VALUES ($1, 0) ON CONFLICT (lock_key) DO NOTHING RETURNING token`
 	s.prepared[pgStampRestore] = `UPDATE ` + t + ` SET token = ` + pgSeq + ` WHERE lock_key = $1
 RETURNING token, pg_backend_pid(), ` + pgXid + `, set_config('lock_timeout', $2, true)`
+	// share takes a shared row lock and then draws the token: a sub-select
+	// with FOR SHARE is never flattened, so the outer select list runs on
+	// the row once locked. Nothing is written to the row: readers overlap.
+	share := `SELECT ` + pgSeq + `, pg_backend_pid(), ` + pgXid + `
+FROM (SELECT lock_key FROM ` + t + ` WHERE lock_key = $1 FOR SHARE`
+	s.prepared[pgShare] = share + `) s`
+	s.prepared[pgTryShare] = share + ` NOWAIT) s`
+	s.prepared[pgShareInsert] = `INSERT INTO ` + t + ` (lock_key, token) VALUES ($1, 0) ON CONFLICT (lock_key) DO NOTHING`
 	s.tryPrepare = `SELECT current_setting('lock_timeout'), set_config('lock_timeout', '` + pgTryInsertTimeout + `', true)`
 	s.aliveQuery = `SELECT h.i FROM unnest(string_to_array($1, ',')::int[], string_to_array($2, ',')::xid[])
   WITH ORDINALITY AS h(pid, xid, i)
@@ -105,6 +116,9 @@ func (s *postgresStore) session(ctx context.Context, conn *sql.Conn) (holder, er
 // cancelled wait ends on the server too: pgx (like lib/pq) sends a cancel
 // request when a query's context ends.
 func (s *postgresStore) lock(ctx context.Context, a *attempt, key string, wait bool) (g grant, retry bool, err error) {
+	if a.shared {
+		return s.share(ctx, a, key, wait)
+	}
 	if !wait {
 		return s.try(ctx, a, key)
 	}
@@ -148,6 +162,44 @@ func (s *postgresStore) try(ctx context.Context, a *attempt, key string) (g gran
 	}
 	err = a.stmt(ctx, pgStampRestore).QueryRowContext(ctx, key, prev).Scan(&g.token, &g.session, &g.life, &set)
 	return g, false, err
+}
+
+// share takes a shared row lock. A missing row is created and committed
+// by this attempt's transaction (a reader holding an uncommitted row would
+// exclude the other readers), and the Locker tries again.
+func (s *postgresStore) share(ctx context.Context, a *attempt, key string, wait bool) (g grant, retry bool, err error) {
+	q := pgShare
+	if !wait {
+		q = pgTryShare
+	}
+	err = a.stmt(ctx, q).QueryRowContext(ctx, key).Scan(&g.token, &g.session, &g.life)
+	switch {
+	case ctx.Err() != nil:
+		return grant{}, false, ctx.Err()
+	case err == nil:
+		return g, false, nil
+	case sqlutil.IsLockNotAvailable(err):
+		return grant{}, false, errRefused
+	case !errors.Is(err, sql.ErrNoRows):
+		return grant{}, false, err
+	}
+	if !wait {
+		// Wait only briefly on another transaction's uncommitted insert.
+		var prev, set string
+		if err := a.tx.QueryRowContext(ctx, s.tryPrepare).Scan(&prev, &set); err != nil {
+			return grant{}, false, err
+		}
+	}
+	if _, err := a.tx.ExecContext(ctx, s.prepared[pgShareInsert], key); err != nil {
+		if sqlutil.IsLockNotAvailable(err) {
+			return grant{}, false, errRefused
+		}
+		return grant{}, false, err
+	}
+	if err := a.tx.Commit(); err != nil {
+		return grant{}, false, err
+	}
+	return grant{}, true, nil
 }
 
 // alive looks each hold's pid and transaction id up in pg_stat_activity. An

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"testing"
+	"time"
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/identity"
@@ -136,6 +137,47 @@ func BenchmarkHandoff(b *testing.B) {
 		b.Run(d.String(), func(b *testing.B) {
 			db := testdb.Open(b, d)
 			locktest.BenchHandoff(b, newLocker(b, db), newLocker(b, db))
+		})
+	}
+}
+
+// BenchmarkExtend: Lease.Extend of a held lease beside the renewal
+// statement it runs, by hand, in the same run.
+func BenchmarkExtend(b *testing.B) {
+	raw := map[sqllock.Dialect]string{
+		sqllock.Postgres: `UPDATE sqllock_locks SET expires_at = GREATEST(expires_at, now() + interval '1 minute') WHERE lock_key = $1 AND owner = $2 AND token = $3 AND expires_at > now()`,
+		sqllock.MySQL:    `UPDATE sqllock_locks SET expires_at = GREATEST(expires_at, UTC_TIMESTAMP(6) + INTERVAL 1 MINUTE) WHERE lock_key = ? AND owner = ? AND token = ? AND expires_at > UTC_TIMESTAMP(6)`,
+		sqllock.SQLite:   `UPDATE sqllock_locks SET expires_at = MAX(expires_at, ` + sqliteNow + ` + 60000000) WHERE lock_key = ?1 AND owner = ?2 AND token = ?3 AND expires_at > ` + sqliteNow,
+	}
+	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL, sqllock.SQLite} {
+		b.Run(d.String(), func(b *testing.B) {
+			db := testdb.Open(b, d)
+			ctx := context.Background()
+			l := newLocker(b, db)
+			lease, err := l.Acquire(sqllock.WithOwner(ctx, "bench-extend"), locktest.Key(b))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer lease.Release(ctx)
+			b.Run("sqllock", func(b *testing.B) {
+				for b.Loop() {
+					if err := sqllock.Extend(ctx, lease, time.Minute); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run("raw", func(b *testing.B) {
+				st, err := db.PrepareContext(ctx, raw[d])
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer st.Close()
+				for b.Loop() {
+					if _, err := st.ExecContext(ctx, lease.Key(), "bench-extend", lease.Token()); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
 		})
 	}
 }

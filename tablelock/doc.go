@@ -40,6 +40,19 @@
 // (it reads the deadline itself, so a holder resumed from a long pause
 // knows at once), and [sqllock.Do] cancels its function.
 //
+// # Extend
+//
+// [Lease.Extend] (or [sqllock.Extend] on any lease) moves a held row's
+// expiry to at least d from now, on the database clock: for a holder about
+// to block longer than its TTL without a chance to renew. Nothing ever
+// shortens an expiry: the automatic renewals that follow leave a longer
+// extension in place, and go on keeping the lease once it has run out.
+// The holder's loss deadline moves with it, a safety margin before. The
+// price: a holder that dies keeps its key until the extended expiry, not
+// one TTL ([Locker.ForceRelease] frees it sooner). Release frees the key
+// at once. An Extend that finds the row no longer its holder's returns an
+// error matching [sqllock.ErrLockLost] and ends the lease.
+//
 // # Owners and reentrancy
 //
 // The owner is the one in the context ([sqllock.WithOwner]), or a fresh
@@ -61,7 +74,17 @@
 //     one connection per Locker LISTENs while any of its Acquires waits
 //     ([WithNotify]; it needs the pgx stdlib driver). Unless woken, a
 //     waiter sleeps until its holder's lease would expire, in case the
-//     holder died without a word.
+//     holder died without a word. A release announces its key only when a
+//     claim was refused since its holder took it: the refused claim marks
+//     the row (column wanted) in its own statement, before its waiter
+//     sleeps, and the release reads the mark under the row lock, so no
+//     wake-up is lost. Releases nobody waits for send nothing: a
+//     transaction that queued a NOTIFY takes a database-wide lock at
+//     commit, which would serialise every release behind every other. A
+//     refused claim commits without waiting for its WAL flush; it changed
+//     only the mark. A claim that finds another owner's live row already
+//     marked only reads: no row lock, no write, like a raw poller's
+//     INSERT ... ON CONFLICT DO NOTHING.
 //   - MySQL/MariaDB and SQLite: waiters poll with exponential backoff and
 //     jitter, capped by [WithMaxBackoff] (100ms); the first in the queue
 //     polls from the bottom of the range, the others at the cap. On SQLite
@@ -77,8 +100,10 @@
 // # Fencing
 //
 // [Lease.Token] is drawn by the statement that takes the row, while it
-// takes it: from the shared sequence sqllock_fence_seq on PostgreSQL and
-// MariaDB, from the sqllock_fence row bumped in the same transaction on
+// takes it: from the shared sequence sqllock_fence_seq on MariaDB, through
+// sqllock_next_token() on PostgreSQL (the sequence with the server's
+// timeline in the high bits, so tokens do not go back when a standby is
+// promoted), from the sqllock_fence row bumped in the same transaction on
 // SQLite. It is strictly larger for each new holder of a key; reentrant
 // holds share it. Hand it to the protected resource (package fence) so
 // that a holder paused past its lease cannot overwrite its successor's
@@ -114,7 +139,10 @@
 // [Locker.List] shows the keys held now ([Info]: owner, host, holds,
 // token, how long held). [Locker.ForceRelease] frees a key for an operator,
 // if the holder List showed still has it (named by its token): its holder
-// finds out at its next renewal. [Locker.ReleaseKey] gives back one hold of
+// finds out at its next renewal. Every force release is audited: the
+// transaction that frees the key writes the holder it freed, the
+// operator's hostname/pid and the [Reason] to the table sqllock_audit
+// (migration 00009), which [AuditLog] reads. [Locker.ReleaseKey] gives back one hold of
 // the owner in the context, for a process that restarted with a persistent
 // owner and no longer has its lease object. The sqllock command's locks
 // subcommand does the same from a shell.

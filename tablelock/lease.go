@@ -7,13 +7,16 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/lease"
 	"github.com/sqllock/sqllock/internal/rowlease"
 	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/telemetry"
 )
 
-var _ sqllock.Lease = (*Lease)(nil)
+var _ sqllock.Extender = (*Lease)(nil)
 
 type holdID struct{ key, owner string }
 
@@ -48,6 +51,10 @@ func (s *Lease) Key() string { return s.base.Key() }
 // the key. Reentrant acquisitions by one owner share one token.
 func (s *Lease) Token() int64 { return s.base.Token() }
 
+// SpanContext returns the lease's span: sqllock.Do runs its work under it.
+// It is invalid when tracing is off.
+func (s *Lease) SpanContext() trace.SpanContext { return s.base.SpanContext() }
+
 // Owner returns the owner recorded in the row.
 func (s *Lease) Owner() string { return s.owner }
 
@@ -71,6 +78,50 @@ func (s *Lease) Err() error {
 func (s *Lease) Release(ctx context.Context) error {
 	s.h.checkDeadline() // a loss that came first is the one Release reports
 	return s.base.Release(ctx, s.free)
+}
+
+// Extend moves the row's expiry to at least d from now on the database
+// clock, for a holder about to do something longer than the TTL without
+// a chance to renew (a long blocking call, a pause it expects). It never
+// shortens the expiry. Automatic renewal goes on every renew interval and
+// never shortens it either, so after the extension has run out the lease
+// is back on its TTL; Release frees the key at once whatever the
+// extension. If the holder dies, the key stays taken until the extended
+// expiry (ForceRelease frees it sooner). The holder's loss deadline moves
+// with the expiry, a safety margin before it. Reentrant leases share one
+// row: extending one extends them all.
+//
+// It returns an error matching sqllock.ErrLockLost when the row is no
+// longer this holder's (the lease then ends as lost), the loss itself
+// after an earlier loss, sqllock.ErrReleased after Release, and
+// sqllock.ErrInvalidOption, changing nothing, when d <= 0. A transient
+// failure is returned as is: the lease stays held and renewal goes on.
+func (s *Lease) Extend(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("tablelock: extend %q: %w: duration %v must be positive", s.Key(), sqllock.ErrInvalidOption, d)
+	}
+	if err := s.Err(); err != nil {
+		return err
+	}
+	h, l := s.h, s.h.l
+	start := time.Now()
+	ok, err := l.tbl.Renew(ctx, h.id.key, h.id.owner, h.token, d)
+	switch {
+	case err != nil:
+		return fmt.Errorf("tablelock: extend %q: %w", s.Key(), err)
+	case !ok:
+		h.lose("the row is no longer ours (expired, taken or deleted)", true)
+		if err := s.base.Err(); err != nil {
+			return err
+		}
+		return s.base.Lost("the row is no longer ours (expired, taken or deleted)")
+	}
+	h.mu.Lock()
+	if dl := start.Add(d - l.cfg.margin); !h.stopped && dl.After(h.deadline) {
+		h.deadline = dl
+	}
+	h.mu.Unlock()
+	return s.base.Err() // released meanwhile
 }
 
 // free is Release's own work: drop the hold, and give its row back.
@@ -97,7 +148,7 @@ func (s *Lease) free(ctx context.Context, lost error) error {
 // start is when the take was sent: the database set the expiry from a
 // clock reading no earlier than that, so start+TTL-margin is before the
 // row could be taken by another.
-func (l *Locker) newLease(key, owner string, a rowlease.Attempt, start time.Time) *Lease {
+func (l *Locker) newLease(ctx context.Context, key, owner string, a rowlease.Attempt, start time.Time) *Lease {
 	s := &Lease{owner: owner}
 	s.base.Init("tablelock", key, a.Token)
 	deadline := start.Add(l.cfg.ttl - l.cfg.margin)
@@ -108,6 +159,9 @@ func (l *Locker) newLease(key, owner string, a rowlease.Attempt, start time.Time
 		l.mu.Unlock()
 		return nil
 	}
+	// Before the lease can be lost: Close and the renewals find it only
+	// through l.holds.
+	s.base.Observe(ctx, l.tel)
 	h := l.holds[id]
 	if h != nil {
 		h.mu.Lock()
@@ -199,10 +253,19 @@ func (h *hold) lose(cause string, warn bool) {
 	h.mu.Unlock()
 	h.forget()
 	if warn {
-		h.l.cfg.logger.Warn("tablelock: lease lost", "key", h.id.key, "token", h.token, "cause", cause)
+		h.l.cfg.logger.Warn("tablelock: lease lost", telemetry.AttrKey, h.id.key, telemetry.AttrToken, h.token, telemetry.AttrCause, telemetry.Cause(cause), telemetry.LogError, cause)
 	}
 	for _, s := range leases {
 		s.base.Lose(s.base.Lost(cause))
+	}
+}
+
+// event records a background event on the spans of the hold's leases.
+func (h *hold) event(name string, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.leases {
+		s.base.Event(name, err)
 	}
 }
 
@@ -225,6 +288,12 @@ func (h *hold) renewLoop() {
 			expiry.Stop()
 			return
 		case <-expiry.C:
+			h.mu.Lock()
+			extended := time.Now().Before(h.deadline) // by Extend meanwhile
+			h.mu.Unlock()
+			if extended {
+				continue
+			}
 			h.lose("not renewed before the safety margin", true)
 			return
 		case <-next.C:
@@ -242,6 +311,7 @@ func (h *hold) renewLoop() {
 		case h.ctx.Err() != nil:
 			return // released or lost meanwhile
 		case err == nil && ok:
+			l.tel.Renewal(h.id.key, telemetry.RenewOK)
 			h.mu.Lock()
 			if d := start.Add(l.cfg.ttl - l.cfg.margin); d.After(h.deadline) {
 				h.deadline = d
@@ -249,12 +319,16 @@ func (h *hold) renewLoop() {
 			h.mu.Unlock()
 			next.Reset(l.cfg.renew)
 		case err == nil:
+			l.tel.Renewal(h.id.key, telemetry.RenewFailed)
 			h.lose("the row is no longer ours (expired, taken or deleted)", true)
 			return
 		case sqlutil.IsRetryable(err) || errors.Is(err, context.DeadlineExceeded):
-			l.cfg.logger.Info("tablelock: renewal failed, retrying", "key", h.id.key, "error", err.Error())
+			l.cfg.logger.Info("tablelock: renewal failed, retrying", telemetry.AttrKey, h.id.key, telemetry.AttrToken, h.token, telemetry.LogError, err.Error())
+			l.tel.Renewal(h.id.key, telemetry.RenewRetried)
+			h.event("sqllock.renewal.retried", err)
 			next.Reset(retry)
 		default:
+			l.tel.Renewal(h.id.key, telemetry.RenewFailed)
 			h.lose(fmt.Sprintf("renewal failed: %v", err), true)
 			return
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/sqllock/sqllock/internal/identity"
 	"github.com/sqllock/sqllock/internal/lease"
 	"github.com/sqllock/sqllock/internal/rowlease"
+	"github.com/sqllock/sqllock/internal/telemetry"
 	"github.com/sqllock/sqllock/internal/waitloop"
 	"github.com/sqllock/sqllock/internal/waitq"
 )
@@ -35,6 +36,7 @@ type Locker struct {
 	waiters *waitq.Queue
 	ln      *rowlease.Listener // nil unless the dialect announces releases and WithNotify is on
 	done    chan struct{}      // closed by Close
+	tel     *telemetry.T
 
 	mu       sync.Mutex
 	holds    map[holdID]*hold
@@ -64,6 +66,7 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
 		Table:       cfg.table,
 		Notify:      true, // waiters elsewhere listen whether or not this Locker does
 		AsyncCommit: cfg.asyncCommit,
+		Unprepared:  cfg.pooler,
 		Freed:       waiters.Signal,
 	})
 	if err != nil {
@@ -73,7 +76,9 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
 		tbl: tbl, cfg: cfg, host: identity.Host(), waiters: waiters,
 		done:  make(chan struct{}),
 		holds: make(map[holdID]*hold),
+		tel:   telemetry.New("tablelock", d.String(), cfg.tel),
 	}
+	l.cfg.logger = telemetry.Logger(cfg.logger, "tablelock", d.String())
 	if cfg.notify {
 		l.ln = tbl.Listener(waiters, cfg.logger)
 	}
@@ -97,7 +102,13 @@ func (l *Locker) TryAcquire(ctx context.Context, key string) (sqllock.Lease, err
 	return l.acquire(ctx, key, false)
 }
 
-func (l *Locker) acquire(ctx context.Context, key string, wait bool) (sqllock.Lease, error) {
+func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ sqllock.Lease, err error) {
+	ctx, obs := l.tel.StartAcquire(ctx, key, wait)
+	var won *Lease
+	tries := 0
+	defer func() {
+		lease.EndAcquire(ctx, obs, won, tries, err)
+	}()
 	if err := sqllock.ValidateKey(key); err != nil {
 		return nil, fmt.Errorf("tablelock: acquire %q: %w", key, err)
 	}
@@ -122,7 +133,6 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (sqllock.Le
 			return nil, notAcquired(key, ctx.Err())
 		}
 	}
-	var won *Lease
 	last := rowlease.Attempt{Remaining: -1}
 	err = waitloop.Run(ctx, waitloop.Spec{
 		Queue:     l.waiters,
@@ -138,7 +148,7 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (sqllock.Le
 			c := rowlease.Claim{Key: key, Owner: owner, Host: l.host, TTL: l.cfg.ttl,
 				ExpectFree: t.Queued && (t.Tries == 0 || t.Woken), Fresh: fresh}
 			lease, a, err := l.try(ctx, c)
-			won, last = lease, a
+			won, last, tries = lease, a, t.Tries+1
 			return waitloop.Result{Won: lease != nil, Remaining: a.Remaining}, err
 		},
 	})
@@ -171,7 +181,7 @@ func (l *Locker) try(ctx context.Context, c rowlease.Claim) (*Lease, rowlease.At
 	if err != nil || !a.Won {
 		return nil, a, err
 	}
-	if s := l.newLease(c.Key, c.Owner, a, start); s != nil {
+	if s := l.newLease(ctx, c.Key, c.Owner, a, start); s != nil {
 		return s, a, nil
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lease.ReleaseTimeout)
@@ -306,17 +316,24 @@ func (l *Locker) ReleaseKey(ctx context.Context, key string) error {
 // at once: its next renewal finds the row no longer its own and its lease
 // ends with sqllock.ErrLockLost.
 //
+// Every force release is audited: in the transaction that frees the key,
+// a record of the holder freed (owner, host, token, holds), this process's
+// hostname/pid, the [Reason] given and the time is written to the audit
+// trail (migration 00009; read it with [AuditLog]). The key is freed if and
+// only if the record is written.
+//
 // It reports whether it freed the key: false, with a nil error, when key is
 // not held any more. When key changed hands since (another holder, under
 // another token), it frees nothing and returns an error matching
 // sqllock.ErrNotHeld that names the holder now.
-func (l *Locker) ForceRelease(ctx context.Context, key string, token int64) (bool, error) {
-	freed, err := l.tbl.ForceRelease(ctx, key, token)
+func (l *Locker) ForceRelease(ctx context.Context, key string, token int64, opts ...ForceOption) (bool, error) {
+	freed, err := l.tbl.ForceReleaseAudited(ctx, key, token, rowlease.NewAudit(opts...))
 	if err != nil {
 		return false, fmt.Errorf("tablelock: force release %q: %w", key, err)
 	}
 	if freed {
 		l.waiters.Signal(key)
+		l.tel.ForceReleased(ctx, key)
 	}
 	return freed, nil
 }

@@ -5,7 +5,11 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/telemetry"
 )
 
 // DefaultTable is the lock table the shipped migrations create.
@@ -29,8 +33,11 @@ type config struct {
 	margin      time.Duration // 0: ttl/10
 	maxBackoff  time.Duration
 	notify      bool
+	notifyOn    bool // WithNotify(true) was given
+	pooler      bool
 	asyncCommit bool
 	logger      *slog.Logger
+	tel         telemetry.Options
 }
 
 func defaults() config {
@@ -115,7 +122,26 @@ func WithMaxBackoff(d time.Duration) Option {
 // announce it, so that other Lockers' waiters hear of it.
 func WithNotify(on bool) Option {
 	return func(c *config) error {
-		c.notify = on
+		c.notify, c.notifyOn = on, on
+		return nil
+	}
+}
+
+// WithTransactionPooler makes the Locker work through a transaction-pooling
+// proxy (PgBouncer with pool_mode = transaction), which gives a client a
+// server session for one transaction at a time: it keeps no session state
+// and runs every statement unprepared (a statement prepared on one turn of
+// a server session is missing on the next, or collides with another
+// client's of the same name, before PgBouncer 1.21), and its waiters poll
+// with backoff instead of listening (LISTEN does not reach a client
+// through the proxy). Each of the lease's statements is one transaction
+// that reads the database clock, so leases, renewals and fencing hold as
+// they do without the proxy. With pgx, also put
+// default_query_exec_mode=exec (or simple_protocol) in the DSN. It
+// conflicts with WithNotify(true).
+func WithTransactionPooler() Option {
+	return func(c *config) error {
+		c.pooler = true
 		return nil
 	}
 }
@@ -152,6 +178,12 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 func (c *config) finish() error {
+	if c.pooler {
+		if c.notifyOn {
+			return fmt.Errorf("%w: WithNotify(true) with WithTransactionPooler: LISTEN does not reach a client through a transaction pooler", sqllock.ErrInvalidOption)
+		}
+		c.notify = false
+	}
 	if c.margin == 0 {
 		c.margin = c.ttl / 10
 	}
@@ -165,4 +197,37 @@ func (c *config) finish() error {
 		return fmt.Errorf("%w: renew interval %v leaves no room to retry within TTL %v minus margin %v", sqllock.ErrInvalidOption, c.renew, c.ttl, c.margin)
 	}
 	return nil
+}
+
+// WithMeterProvider sets where the Locker's metrics go (default: the
+// global MeterProvider, a no-op until the application installs one).
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(c *config) error {
+		if err := c.tel.SetMeterProvider(mp); err != nil {
+			return fmt.Errorf("%w: %w", sqllock.ErrInvalidOption, err)
+		}
+		return nil
+	}
+}
+
+// WithTracerProvider sets where the Locker's spans go (default: the
+// global TracerProvider, a no-op until the application installs one).
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(c *config) error {
+		if err := c.tel.SetTracerProvider(tp); err != nil {
+			return fmt.Errorf("%w: %w", sqllock.ErrInvalidOption, err)
+		}
+		return nil
+	}
+}
+
+// WithKeyAttribute adds the key to the metrics of every lease
+// (sqllock.key; default off). Each key becomes its own time series, so
+// turn it on only for a few fixed keys, never for keys made from data.
+// Spans carry the key either way.
+func WithKeyAttribute(on bool) Option {
+	return func(c *config) error {
+		c.tel.KeyAttribute = on
+		return nil
+	}
 }

@@ -18,7 +18,11 @@ import (
 // varbinary, as MariaDB's default collation ignores case and trailing
 // spaces. A table made on MySQL by an earlier release has a varchar owner:
 // run "ALTER TABLE name MODIFY owner varbinary(64) NOT NULL" on it, as
-// migration 00006 does for DefaultTable.
+// migration 00006 does for DefaultTable. A table made on PostgreSQL by an
+// earlier release lacks the wanted column (a waiter's mark, read by the
+// release to announce the key only when someone waits): run "ALTER TABLE
+// name ADD COLUMN wanted boolean NOT NULL DEFAULT false" on it, as
+// migration 00008 does for DefaultTable.
 func Schema(d sqllock.Dialect, table string) (string, error) {
 	ddl, err := rowlease.Schema(d, table)
 	if err != nil {

@@ -26,8 +26,8 @@ func advisoryLocks(ctx context.Context, db *sql.DB, d sqllock.Dialect, namespace
 	switch d {
 	case sqllock.Postgres:
 		return pgAdvisory(ctx, db, namespace, names)
-	case sqllock.MySQL:
-		return mysqlAdvisory(ctx, db, namespace, names)
+	case sqllock.MySQL, sqllock.MySQLCommon:
+		return mysqlAdvisory(ctx, db, d, namespace, names)
 	}
 	return nil, nil, nil
 }
@@ -87,14 +87,18 @@ ORDER BY 1, 4 DESC, 2`)
 	return out, notes, nil
 }
 
-func mysqlAdvisory(ctx context.Context, db *sql.DB, namespace string, names []string) ([]lockRow, []string, error) {
+func mysqlAdvisory(ctx context.Context, db *sql.DB, d sqllock.Dialect, namespace string, names []string) ([]lockRow, []string, error) {
 	var ps int
 	if err := db.QueryRowContext(ctx, `SELECT @@performance_schema`).Scan(&ps); err != nil {
 		return nil, nil, fmt.Errorf("reading @@performance_schema: %w", err)
 	}
 	byName := map[string]string{}
 	for _, n := range names {
-		byName[advisory.MySQLName(namespace, n)] = n
+		if d == sqllock.MySQLCommon {
+			byName[advisory.MySQLCommonName(namespace, n)] = n
+		} else {
+			byName[advisory.MySQLName(namespace, n)] = n
+		}
 	}
 	if ps == 1 {
 		rows, err := psAdvisory(ctx, db, namespace, byName)

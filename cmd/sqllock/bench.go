@@ -45,6 +45,8 @@ type benchResult struct {
 	// UncontendedRatio and HotKeyRatio are sqllock / raw: 1 is parity.
 	UncontendedRatio float64 `json:"uncontended_ratio"`
 	HotKeyRatio      float64 `json:"hot_key_ratio"`
+	// Multi is the multi-client cases, where the strategy has them.
+	Multi *multiResult `json:"multi_client,omitempty"`
 }
 
 type benchReport struct {
@@ -61,6 +63,8 @@ type benchConfig struct {
 	duration time.Duration
 	clients  int
 	handoffs int
+	multi    bool
+	idle     time.Duration
 }
 
 func cmdBench(ctx context.Context, args []string, e env) error {
@@ -70,6 +74,8 @@ func cmdBench(ctx context.Context, args []string, e env) error {
 	fs.DurationVar(&cfg.duration, "duration", time.Second, "length of each rate measurement")
 	fs.IntVar(&cfg.clients, "clients", 8, "clients contending for the hot key")
 	fs.IntVar(&cfg.handoffs, "handoffs", 50, "handoffs timed for the latency percentiles")
+	fs.BoolVar(&cfg.multi, "multi", true, "also the multi-client cases (tablelock, advisory): a pool and a Locker per client, a waiter in another process")
+	fs.DurationVar(&cfg.idle, "idle", time.Second, "window in which an idle waiter's statements are counted; 0 skips")
 	strat := fs.String("strategy", "all", "comma-separated strategies, or all")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
 	pos, err := parseArgs(fs, args)
@@ -97,9 +103,17 @@ func cmdBench(ctx context.Context, args []string, e env) error {
 			if err != nil {
 				return fmt.Errorf("bench %s: %v", s.name, err)
 			}
+			if cfg.multi {
+				if res.Multi, err = benchMulti(ctx, t, db, s.name, cfg); err != nil {
+					return fmt.Errorf("bench %s, multi-client: %v", s.name, err)
+				}
+			}
 			rep.Results = append(rep.Results, res)
 			if !*asJSON {
 				printBench(e.stdout, res, cfg)
+				if res.Multi != nil {
+					printMulti(e.stdout, res.Multi)
+				}
 			}
 		}
 		if *asJSON {

@@ -170,6 +170,14 @@ ON DUPLICATE KEY UPDATE token = IF(expires_at <= UTC_TIMESTAMP(6), NEXTVAL(sqllo
 	expires_at = IF(owner = VALUES(owner), VALUES(expires_at), expires_at)
 RETURNING owner, token`
 		rel = `UPDATE sqllock_locks SET hold_count = 0, owner = '', expires_at = UTC_TIMESTAMP(6) WHERE lock_key = ? AND owner = ? AND token = ?`
+	case sqllock.MySQLCommon:
+		// No RETURNING: LAST_INSERT_ID carries the token, 0 when refused.
+		acq = `INSERT INTO sqllock_locks (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
+VALUES (?, ?, 'raw', 1, LAST_INSERT_ID(sqllock_next_token()), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 SECOND)
+ON DUPLICATE KEY UPDATE token = IF(expires_at <= UTC_TIMESTAMP(6), LAST_INSERT_ID(sqllock_next_token()), token + LAST_INSERT_ID(0)),
+	owner = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(owner), owner),
+	expires_at = IF(owner = VALUES(owner), VALUES(expires_at), expires_at)`
+		rel = `UPDATE sqllock_locks SET hold_count = 0, owner = '', expires_at = UTC_TIMESTAMP(6) WHERE lock_key = ? AND owner = ? AND token = ?`
 	case sqllock.SQLite:
 		const now = `CAST(unixepoch('subsec') * 1000000 AS INTEGER)`
 		acq = `INSERT INTO sqllock_locks AS t (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
@@ -216,6 +224,16 @@ func (r *rawTablelock) try(ctx context.Context, key, owner string) (int64, bool,
 			return 0, false, nil
 		}
 		return token, err == nil && got == owner, err
+	case sqllock.MySQLCommon:
+		res, err := r.acq.ExecContext(ctx, key, owner)
+		if sqlutil.IsDeadlock(err) {
+			return 0, false, nil
+		}
+		if err != nil {
+			return 0, false, err
+		}
+		token, err = res.LastInsertId()
+		return token, err == nil && token > 0, err
 	}
 	tx, err := r.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -253,7 +271,7 @@ func (r *rawTablelock) close() {
 func benchRowlock(ctx context.Context, db *sql.DB, d sqllock.Dialect) (*benchPlan, error) {
 	lock := `SELECT 1 FROM sqllock_rows WHERE lock_key = $1 FOR UPDATE`
 	ensure := `INSERT INTO sqllock_rows (lock_key) VALUES ($1) ON CONFLICT DO NOTHING`
-	if d == sqllock.MySQL {
+	if d.IsMySQL() {
 		lock = `SELECT 1 FROM sqllock_rows WHERE lock_key = ? FOR UPDATE`
 		ensure = `INSERT IGNORE INTO sqllock_rows (lock_key) VALUES (?)`
 	}
@@ -327,19 +345,7 @@ func (c *rawRowClient) close() {
 // benchAdvisory sets advisory beside the blocking lock functions on a
 // pinned connection, as advisory's benchmarks do.
 func benchAdvisory(_ context.Context, db *sql.DB, d sqllock.Dialect) (*benchPlan, error) {
-	q := advisorySQL{
-		lock: `SELECT pg_advisory_lock($1)`, unlock: `SELECT pg_advisory_unlock($1)`, unlockAll: `SELECT pg_advisory_unlock_all()`,
-		arg: func(key string) any { return advisory.PostgresKey(advisory.DefaultNamespace, key) },
-	}
-	rawSQL := "pg_advisory_lock/pg_advisory_unlock"
-	if d == sqllock.MySQL {
-		// A bounded wait, repeated: MariaDB answers GET_LOCK(name, -1) with NULL.
-		q = advisorySQL{
-			lock: `SELECT GET_LOCK(?, 60)`, unlock: `SELECT RELEASE_LOCK(?)`, unlockAll: `SELECT RELEASE_ALL_LOCKS()`,
-			arg: func(key string) any { return advisory.MySQLName(advisory.DefaultNamespace, key) },
-		}
-		rawSQL = "GET_LOCK/RELEASE_LOCK"
-	}
+	q, rawSQL := rawAdvisorySQL(d)
 	return &benchPlan{
 		lib: lockerSide(db, d, newAdvisory),
 		raw: side{open: func(ctx context.Context) (contender, error) { return openRawAdvisory(ctx, db, d, q) }},
@@ -347,6 +353,26 @@ func benchAdvisory(_ context.Context, db *sql.DB, d sqllock.Dialect) (*benchPlan
 		// The same lock ids as the Locker's, so the server does the same work.
 		rawSQL: rawSQL + " on one pinned connection per client, prepared once; waiters block in the server",
 	}, nil
+}
+
+// rawAdvisorySQL is the blocking lock functions of d, on the Locker's lock
+// ids, and their name for the report.
+func rawAdvisorySQL(d sqllock.Dialect) (advisorySQL, string) {
+	if d.IsMySQL() {
+		// A bounded wait, repeated: MariaDB answers GET_LOCK(name, -1) with NULL.
+		name := advisory.MySQLName
+		if d == sqllock.MySQLCommon {
+			name = advisory.MySQLCommonName
+		}
+		return advisorySQL{
+			lock: `SELECT GET_LOCK(?, 60)`, unlock: `SELECT RELEASE_LOCK(?)`, unlockAll: `SELECT RELEASE_ALL_LOCKS()`,
+			arg: func(key string) any { return name(advisory.DefaultNamespace, key) },
+		}, "GET_LOCK/RELEASE_LOCK"
+	}
+	return advisorySQL{
+		lock: `SELECT pg_advisory_lock($1)`, unlock: `SELECT pg_advisory_unlock($1)`, unlockAll: `SELECT pg_advisory_unlock_all()`,
+		arg: func(key string) any { return advisory.PostgresKey(advisory.DefaultNamespace, key) },
+	}, "pg_advisory_lock/pg_advisory_unlock"
 }
 
 type advisorySQL struct {

@@ -53,7 +53,7 @@ var commandUsage = map[string]string{
 	"demo stock": "demo stock [--strategy S] [--workers N] [--units N] [--procs N] [--work D] [--json] [--dsn DSN]",
 	"demo job":   "demo job [--replicas N] [--periods N] [--period D] [--procs N] [--json] [--dsn DSN]",
 	"migrate":    "migrate up|status|down [--force] [--all] [--dsn DSN]\n       sqllock migrate export DIR [--dialect D]   (no database: write the embedded .sql files to DIR)",
-	"locks":      "locks [--json] [--key NAME]... [--dsn DSN]\n       sqllock locks release KEY --force [--job]",
+	"locks":      "locks [--json] [--key NAME]... [--dsn DSN]\n       sqllock locks --audit [--json]\n       sqllock locks release KEY --force --reason WHY [--job]",
 	"hold":       "hold KEY [--for 1h] [--ttl 30s] [--owner ID] [--dsn DSN]",
 	"bench":      "bench [flags] [--dsn DSN]",
 }
@@ -261,7 +261,7 @@ func tableExists(ctx context.Context, db *sql.DB, d sqllock.Dialect, name string
 	switch d {
 	case sqllock.Postgres:
 		q = `SELECT count(*) FROM pg_tables WHERE schemaname = current_schema() AND tablename = $1`
-	case sqllock.MySQL:
+	case sqllock.MySQL, sqllock.MySQLCommon:
 		q = `SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?`
 	case sqllock.SQLite:
 		q = `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?`
@@ -284,5 +284,17 @@ func withDB(ctx context.Context, df dbFlags, mode openMode, fn func(t target, db
 		return t.scrub(err)
 	}
 	defer db.Close()
+	if t.dialect.IsMySQL() {
+		// The server's flavour picks the path (MySQL 8 and Galera take
+		// the common one), unless the DSN named it.
+		if t.singleWriter {
+			sqllock.DeclareSingleWriter(db)
+		}
+		if !t.pinned {
+			if t.dialect, err = sqllock.ServerDialect(ctx, db, t.dialect); err != nil {
+				return t.scrub(err)
+			}
+		}
+	}
 	return t.scrub(fn(t, db))
 }

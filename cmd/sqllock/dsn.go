@@ -17,13 +17,19 @@ import (
 // target is a database the command talks to.
 type target struct {
 	dialect  sqllock.Dialect
-	driver   string   // database/sql driver name
-	dsn      string   // in the driver's form
-	raw      string   // as given to --dsn; "" for the embedded database
-	display  string   // for people: no password
-	embedded bool     // the default SQLite file, migrated on first use
-	path     string   // SQLite file
-	secrets  []string // the passwords in raw, in every form found: scrub never prints them
+	driver   string // database/sql driver name
+	dsn      string // in the driver's form
+	raw      string // as given to --dsn; "" for the embedded database
+	display  string // for people: no password
+	embedded bool   // the default SQLite file, migrated on first use
+	// pinned: the DSN named the MySQL path (sqllock_dialect), which the
+	// server's flavour then does not override.
+	pinned bool
+	// singleWriter: the DSN declared lock traffic goes to one Galera node
+	// (sqllock_single_writer=1).
+	singleWriter bool
+	path         string   // SQLite file
+	secrets      []string // the passwords in raw, in every form found: scrub never prints them
 }
 
 // parseDSN maps a --dsn value to a driver and its DSN, without connecting.
@@ -129,7 +135,7 @@ func mysqlDriverDSN(raw string) (target, error) {
 	if err != nil {
 		return target{}, err
 	}
-	return mysqlTarget(raw, cfg), nil
+	return mysqlTarget(raw, cfg)
 }
 
 // checkAuthority refuses a URL whose user info may have leaked out of its
@@ -168,12 +174,34 @@ func postgresTarget(dsn string) (target, error) {
 	return t, nil
 }
 
-func mysqlTarget(raw string, cfg *mysql.Config) target {
+func mysqlTarget(raw string, cfg *mysql.Config) (target, error) {
 	cfg.ParseTime = true // goose scans its timestamps into time.Time
-	t := target{dialect: sqllock.MySQL, driver: "mysql", dsn: cfg.FormatDSN(), raw: raw,
+	t := target{dialect: sqllock.MySQL, driver: "mysql", raw: raw,
 		display: fmt.Sprintf("mysql %s@%s/%s", cfg.User, cfg.Addr, cfg.DBName)}
 	t.secrets = addSecret(t.secrets, cfg.Passwd)
-	return t
+	// sqllock's own parameters, taken out: the driver would send any other
+	// as a SET of a system variable.
+	if v, ok := cfg.Params["sqllock_dialect"]; ok {
+		delete(cfg.Params, "sqllock_dialect")
+		switch strings.ToLower(v) {
+		case "mysql8", "mysql-common", "common":
+			t.dialect = sqllock.MySQLCommon
+		case "mariadb", "mysql":
+			t.dialect = sqllock.MySQL
+		default:
+			return target{}, fmt.Errorf("sqllock_dialect=%s: want mariadb or mysql8", v)
+		}
+		t.pinned = true
+	}
+	if v, ok := cfg.Params["sqllock_single_writer"]; ok {
+		delete(cfg.Params, "sqllock_single_writer")
+		if v != "1" && v != "true" {
+			return target{}, fmt.Errorf("sqllock_single_writer=%s: want 1", v)
+		}
+		t.singleWriter = true
+	}
+	t.dsn = cfg.FormatDSN()
+	return t, nil
 }
 
 // mysqlURL translates mysql://user:pass@host:port/db?params into the
@@ -209,7 +237,7 @@ func mysqlURL(raw, scheme string) (target, error) {
 		cfg.User = u.User.Username()
 		cfg.Passwd, _ = u.User.Password()
 	}
-	return mysqlTarget(raw, cfg), nil
+	return mysqlTarget(raw, cfg)
 }
 
 // sqliteURL reads the path of sqlite://path as written: the command builds

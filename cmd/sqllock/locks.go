@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -39,6 +40,8 @@ func cmdLocks(ctx context.Context, args []string, e env) error {
 	table := fs.String("table", tablelock.DefaultTable, "tablelock table")
 	force := fs.Bool("force", false, "release: really free the lock")
 	job := fs.Bool("job", false, "release: KEY names a jobguard job, not a lock")
+	reason := fs.String("reason", "", "release: why, for the audit trail (required with --force)")
+	audit := fs.Bool("audit", false, "list the audit trail of force releases instead of the locks")
 	asJSON := fs.Bool("json", false, "print the list as JSON")
 	var names []string
 	fs.Func("key", "an advisory key to name in the list (repeat it); on MariaDB without performance_schema, the keys to look up", func(k string) error {
@@ -49,19 +52,36 @@ func cmdLocks(ctx context.Context, args []string, e env) error {
 		return nil
 	})
 	namespace := fs.String("namespace", advisory.DefaultNamespace, "the advisory Lockers' namespace (advisory.WithNamespace)")
+	watch := fs.Bool("watch", false, "redraw the list every --every until Ctrl-C: holder, held for, expires in, token; on PostgreSQL also the sessions waiting")
+	every := fs.Duration("every", time.Second, "watch: the refresh interval")
+	frames := fs.Int("frames", 0, "watch: stop after this many refreshes (0: until Ctrl-C)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
+	if *watch && (*asJSON || len(pos) > 0) {
+		return fail(exitUsage, "locks: --watch lists only, as a table: no --json, no release")
+	}
+	if *every < 100*time.Millisecond || *frames < 0 {
+		return fail(exitUsage, "locks: --every must be at least 100ms and --frames not negative")
+	}
 	switch {
 	case len(pos) == 0:
+	case *audit:
+		return fail(exitUsage, "usage: sqllock locks --audit (no action)")
 	case pos[0] == "release" && len(pos) == 2:
+		if *force && strings.TrimSpace(*reason) == "" {
+			return fail(exitUsage, "locks release %q: --force needs --reason \"why\" for the audit trail", pos[1])
+		}
 	case pos[0] == "release":
-		return fail(exitUsage, "usage: sqllock locks release KEY --force")
+		return fail(exitUsage, "usage: sqllock locks release KEY --force --reason WHY")
 	default:
 		return fail(exitUsage, "locks: unknown action %q: want no action (list) or release KEY", pos[0])
 	}
 	return withDB(ctx, df, needMigrated, func(t target, db *sql.DB) error {
+		if *audit {
+			return printAudit(ctx, e, t, db, *asJSON)
+		}
 		l, err := tablelock.New(db, t.dialect, tablelock.WithTable(*table), tablelock.WithNotify(false))
 		if err != nil {
 			return fail(exitUsage, "%v", err)
@@ -75,6 +95,9 @@ func cmdLocks(ctx context.Context, args []string, e env) error {
 		// A database migrated before jobguard shipped has no job table.
 		if ok, err := tableExists(ctx, db, t.dialect, jobguard.DefaultTable); err != nil || !ok {
 			g = nil
+		}
+		if *watch {
+			return watchLocks(ctx, e, t, db, l, g, watchSpec{table: *table, namespace: *namespace, names: names, every: *every, frames: *frames})
 		}
 		rows, err := listLocks(ctx, l, g)
 		if err != nil {
@@ -105,7 +128,7 @@ func cmdLocks(ctx context.Context, args []string, e env) error {
 			}
 			return nil
 		}
-		return releaseLock(ctx, e, l, g, rows, pos[1], *job, *force)
+		return releaseLock(ctx, e, l, g, rows, pos[1], *job, *force, *reason)
 	})
 }
 
@@ -157,7 +180,7 @@ func printLocks(w io.Writer, t target, rows []lockRow) {
 
 // releaseLock frees key for an operator. Without force it only says what it
 // would do, and changes nothing.
-func releaseLock(ctx context.Context, e env, l *tablelock.Locker, g *jobguard.Guard, rows []lockRow, key string, job, force bool) error {
+func releaseLock(ctx context.Context, e env, l *tablelock.Locker, g *jobguard.Guard, rows []lockRow, key string, job, force bool, reason string) error {
 	kind := "lock"
 	if job {
 		kind = "job"
@@ -189,9 +212,9 @@ func releaseLock(ctx context.Context, e env, l *tablelock.Locker, g *jobguard.Gu
 	}
 	// Free the holder shown, not whoever holds the key by now.
 	if job {
-		ok, err = g.ForceRelease(ctx, key, held.Token)
+		ok, err = g.ForceRelease(ctx, key, held.Token, tablelock.Reason(reason))
 	} else {
-		ok, err = l.ForceRelease(ctx, key, held.Token)
+		ok, err = l.ForceRelease(ctx, key, held.Token, tablelock.Reason(reason))
 	}
 	switch {
 	case errors.Is(err, sqllock.ErrNotHeld):
@@ -201,8 +224,50 @@ func releaseLock(ctx context.Context, e env, l *tablelock.Locker, g *jobguard.Gu
 	case !ok:
 		return fail(exitFailure, "%s %q was released before the force release reached it", kind, key)
 	}
-	fmt.Fprintf(e.stdout, "released %s\n", what)
+	fmt.Fprintf(e.stdout, "released %s; recorded in the audit trail (sqllock locks --audit)\n", what)
 	return nil
+}
+
+// auditRow is one line of `sqllock locks --audit`.
+type auditRow struct {
+	ID       int64     `json:"id"`
+	At       time.Time `json:"at"`
+	Action   string    `json:"action"`
+	Table    string    `json:"table"`
+	Key      string    `json:"key"`
+	Token    int64     `json:"token"`
+	Owner    string    `json:"owner"`
+	Host     string    `json:"host"`
+	Holds    int       `json:"holds"`
+	Operator string    `json:"operator"`
+	Reason   string    `json:"reason"`
+}
+
+// printAudit lists the audit trail, oldest first.
+func printAudit(ctx context.Context, e env, t target, db *sql.DB, asJSON bool) error {
+	entries, err := tablelock.AuditLog(ctx, db)
+	if err != nil {
+		return err
+	}
+	rows := make([]auditRow, len(entries))
+	for i, a := range entries {
+		rows[i] = auditRow(a)
+	}
+	if asJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	if len(rows) == 0 {
+		fmt.Fprintf(e.stdout, "no force releases recorded on %s\n", t.display)
+		return nil
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "AT\tACTION\tTABLE\tKEY\tTOKEN\tOWNER\tHOST\tOPERATOR\tREASON")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.At.Format(time.RFC3339Nano), r.Action, r.Table, r.Key, r.Token, r.Owner, r.Host, r.Operator, r.Reason)
+	}
+	return tw.Flush()
 }
 
 // cmdHold holds a lock until --for passes, the context ends (Ctrl-C) or the

@@ -61,7 +61,7 @@ func TestForceReleaseFreesTheHolderShown(t *testing.T) {
 			}
 			defer second.Release(ctx)
 
-			err = releaseLock(ctx, e, op, nil, shown, key, false, true)
+			err = releaseLock(ctx, e, op, nil, shown, key, false, true, "test")
 			var ee *exitError
 			if !errors.As(err, &ee) || ee.code != exitFailure || !strings.Contains(ee.msg, "changed hands") {
 				t.Errorf("force release of a key that changed hands = %v; want exit %d saying it changed hands", err, exitFailure)
@@ -93,7 +93,7 @@ func TestForceReleaseFreesTheHolderShown(t *testing.T) {
 			}
 			defer second.Release(ctx)
 
-			err = releaseLock(ctx, e, op, g, shown, job.Name, true, true)
+			err = releaseLock(ctx, e, op, g, shown, job.Name, true, true, "test")
 			var ee *exitError
 			if !errors.As(err, &ee) || ee.code != exitFailure || !strings.Contains(ee.msg, "changed hands") {
 				t.Errorf("force release of a job that changed hands = %v; want exit %d saying it changed hands", err, exitFailure)

@@ -5,7 +5,9 @@
 //	sqllock migrate up|status          # the embedded goose migrations
 //	sqllock migrate down --force       # roll back the newest (--all: every one)
 //	sqllock locks                      # held locks and taken jobs
-//	sqllock locks release KEY --force  # free the lock's holder it shows
+//	sqllock locks --watch              # the same, redrawn every second, with waiters
+//	sqllock locks release KEY --force --reason "INC-7"  # free the holder it shows, audited
+//	sqllock locks --audit              # who forced which release, and why
 //	sqllock hold KEY                   # hold a lock until interrupted or lost
 //	sqllock bench                      # lock rates and handoff beside raw SQL
 //
@@ -101,9 +103,13 @@ commands:
                     roll back the newest migration (--all: every one); it
                     drops tables, and without --force says which
   locks             list held locks and taken jobs
-  locks release KEY --force
+  locks --watch     the same, redrawn every second: held for, expires in,
+                    and on PostgreSQL the sessions waiting for a lock
+  locks release KEY --force --reason WHY
                     free the holder of a lock it shows, unless the lock
-                    changed hands meanwhile (--job for a job)
+                    changed hands meanwhile (--job for a job); recorded
+                    with the reason in the audit trail
+  locks --audit     list the audit trail of force releases
   hold KEY          hold a lock until --for passes, Ctrl-C, or it is lost
   bench             lock rates and handoff latency beside raw SQL
 

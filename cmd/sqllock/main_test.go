@@ -479,10 +479,31 @@ func TestLocksForceRelease(t *testing.T) {
 			t.Fatal("release without --force freed the lock")
 		}
 
-		sqllockCmd(t, "locks", "release", key, "--force", "--dsn", d.dsn).want(t, 0, "released lock")
+		// --force without --reason: refused, nothing freed.
+		sqllockCmd(t, "locks", "release", key, "--force", "--dsn", d.dsn).want(t, exitUsage, "--reason", key)
+		if _, ok := listLocksJSON(t, d.dsn)[key]; !ok {
+			t.Fatal("release --force without --reason freed the lock")
+		}
+
+		sqllockCmd(t, "locks", "release", key, "--force", "--reason", "INC-7 hung holder", "--dsn", d.dsn).want(t, 0, "released lock", "audit")
 		if _, ok := listLocksJSON(t, d.dsn)[key]; ok {
 			t.Fatal("the lock is still listed after release --force")
 		}
+		var audited []auditRow
+		for _, a := range decode[[]auditRow](t, sqllockCmd(t, "locks", "--audit", "--json", "--dsn", d.dsn)) {
+			if a.Key == key {
+				audited = append(audited, a)
+			}
+		}
+		if len(audited) != 1 {
+			t.Fatalf("locks --audit lists %d records of %q, want 1: %+v", len(audited), key, audited)
+		}
+		a := audited[0]
+		if a.Action != "force-release" || a.Owner != "billing-worker-7" || a.Token != l.Token || a.Host != l.Host ||
+			a.Reason != "INC-7 hung holder" || a.Operator == "" || a.Operator == l.Host || a.At.IsZero() {
+			t.Errorf("audit record %+v; want the holder shown (%s, token %d, host %s), another operator, the reason", a, l.Owner, l.Token, l.Host)
+		}
+		sqllockCmd(t, "locks", "--audit", "--dsn", d.dsn).want(t, 0, key, "INC-7 hung holder", "billing-worker-7")
 		done := make(chan error, 1)
 		go func() { done <- holder.Wait() }()
 		var said []string
@@ -500,7 +521,7 @@ func TestLocksForceRelease(t *testing.T) {
 		if !strings.Contains(stderr.String(), "lost") || !strings.Contains(stderr.String(), "lock lost") {
 			t.Errorf("holder output %q / %q; want it to report the loss", said, stderr.String())
 		}
-		sqllockCmd(t, "locks", "release", key, "--force", "--dsn", d.dsn).want(t, exitFailure, "not held")
+		sqllockCmd(t, "locks", "release", key, "--force", "--reason", "again", "--dsn", d.dsn).want(t, exitFailure, "not held")
 	})
 }
 
@@ -514,8 +535,28 @@ type benchJSON struct {
 		Raw       benchSideJ `json:"raw"`
 		Ratio     float64    `json:"uncontended_ratio"`
 		HotRatio  float64    `json:"hot_key_ratio"`
+		Multi     *struct {
+			Clients   int        `json:"clients"`
+			RawSQL    string     `json:"raw_sql"`
+			Lib       multiSideJ `json:"sqllock"`
+			Raw       multiSideJ `json:"raw"`
+			ManyRatio float64    `json:"distinct_n_clients_ratio"`
+		} `json:"multi_client"`
 	} `json:"results"`
 	Skipped []struct{ Strategy, Reason string } `json:"skipped"`
+}
+
+type multiSideJ struct {
+	One     float64   `json:"distinct_1_client_per_sec"`
+	Many    float64   `json:"distinct_n_clients_per_sec"`
+	Hot     float64   `json:"hot_key_per_sec"`
+	Served  int       `json:"hot_key_clients_served"`
+	Shares  []float64 `json:"hot_key_shares"`
+	Busiest float64   `json:"hot_key_busiest_share"`
+	P50     float64   `json:"xproc_handoff_p50_ms"`
+	P99     float64   `json:"xproc_handoff_p99_ms"`
+	Missed  int       `json:"xproc_handoff_missed"`
+	Idle    *float64  `json:"idle_waiter_queries_per_sec"`
 }
 
 type benchSideJ struct {
@@ -560,6 +601,39 @@ func checkBench(t *testing.T, r result, want []string) benchJSON {
 		if (res.Strategy == "optimistic") != (res.NoHandoff != "") {
 			t.Errorf("%s: no_handoff %q", res.Strategy, res.NoHandoff)
 		}
+		// The multi-client cases: tablelock and advisory, a pool per client,
+		// the handoff's waiter in a child process.
+		hasMulti := res.Strategy == "tablelock" || res.Strategy == "advisory"
+		if (res.Multi != nil) != hasMulti {
+			t.Errorf("%s: multi-client figures %v, want them: %v", res.Strategy, res.Multi != nil, hasMulti)
+			continue
+		}
+		if res.Multi == nil {
+			continue
+		}
+		m := res.Multi
+		if m.RawSQL == "" || m.ManyRatio <= 0 {
+			t.Errorf("%s multi: raw SQL %q, ratio %v", res.Strategy, m.RawSQL, m.ManyRatio)
+		}
+		for name, sd := range map[string]multiSideJ{"sqllock": m.Lib, "raw": m.Raw} {
+			var total float64
+			for _, x := range sd.Shares {
+				total += x
+				if x > sd.Busiest+1e-9 {
+					t.Errorf("%s multi, %s: share %v above the busiest %v", res.Strategy, name, x, sd.Busiest)
+				}
+			}
+			switch {
+			case sd.One <= 0 || sd.Many <= 0 || sd.Hot <= 0 || sd.Served < 1:
+				t.Errorf("%s multi, %s: implausible rates %+v", res.Strategy, name, sd)
+			case len(sd.Shares) != m.Clients || total < 0.99 || total > 1.01:
+				t.Errorf("%s multi, %s: shares %v of %d clients", res.Strategy, name, sd.Shares, m.Clients)
+			case sd.P50 <= 0 || sd.P99 < sd.P50 || sd.Missed != 0:
+				t.Errorf("%s multi, %s: handoff p50 %v, p99 %v, %d missed", res.Strategy, name, sd.P50, sd.P99, sd.Missed)
+			case sd.Idle == nil || *sd.Idle < 0:
+				t.Errorf("%s multi, %s: idle waiter load %v", res.Strategy, name, sd.Idle)
+			}
+		}
 	}
 	if !slices.Equal(ran, want) {
 		t.Errorf("strategies measured: %v, want %v", ran, want)
@@ -568,7 +642,7 @@ func checkBench(t *testing.T, r result, want []string) benchJSON {
 }
 
 func TestBench(t *testing.T) {
-	short := []string{"--duration", "200ms", "--handoffs", "5", "--clients", "3", "--json"}
+	short := []string{"--duration", "200ms", "--handoffs", "5", "--clients", "3", "--idle", "200ms", "--json"}
 	t.Run("sqlite", func(t *testing.T) {
 		rep := checkBench(t, sqllockCmd(t, append([]string{"bench", "--data-dir", t.TempDir()}, short...)...), onSQLite)
 		var skipped []string
@@ -582,7 +656,8 @@ func TestBench(t *testing.T) {
 			t.Errorf("skipped %v, want %v", skipped, notSQLite)
 		}
 		human := sqllockCmd(t, "bench", "--data-dir", t.TempDir(), "--duration", "100ms", "--handoffs", "3", "--clients", "2")
-		human.want(t, 0, "uncontended acquire+release", "handoff p99", "raw SQL", "retries per op", "summary", "advisory: skipped")
+		human.want(t, 0, "uncontended acquire+release", "handoff p99", "raw SQL", "retries per op", "summary", "advisory: skipped",
+			"multi-client", "busiest share", "handoff p50, other process", "idle waiter")
 	})
 	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL} {
 		t.Run(d.String(), func(t *testing.T) {

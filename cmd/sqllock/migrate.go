@@ -241,6 +241,8 @@ var dropCosts = []struct{ object, cost string }{
 	{"sqllock_fence_tokens", "every resource's highest accepted fencing token is forgotten, so after migrate up a stale holder's writes are accepted again"},
 	{"sqllock_fence_seq", "fencing tokens restart at 1, below tokens already handed out"},
 	{"sqllock_fence", "fencing tokens restart at 1, below tokens already handed out"},
+	{"sqllock_tickets", "the MySQL path's fencing tokens restart at 1, below tokens already handed out"},
+	{"sqllock_next_token", "no fencing token, and so no lock, can be drawn until migrate up"},
 	{"sqllock_locks", "held locks are forgotten while their holders still run"},
 	{"sqllock_rows", "rowlock's lock rows go"},
 	{"sqllock_versions", "the optimistic Locker's versions go"},
@@ -288,7 +290,7 @@ func describeDown(d sqllock.Dialect, plan []*goose.Source) (string, error) {
 // downStatement and alterStatement are the kinds of statement sqllock's
 // Down sections hold.
 var (
-	downStatement  = regexp.MustCompile(`(?is)^DROP\s+(TABLE|SEQUENCE|INDEX)\s+(?:IF\s+EXISTS\s+)?([A-Za-z0-9_.]+)$`)
+	downStatement  = regexp.MustCompile(`(?is)^DROP\s+(TABLE|SEQUENCE|INDEX|FUNCTION)\s+(?:IF\s+EXISTS\s+)?([A-Za-z0-9_.]+)$`)
 	alterStatement = regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+([A-Za-z0-9_.]+)\s`)
 )
 

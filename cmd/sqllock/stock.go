@@ -333,6 +333,8 @@ func cmdWorker(ctx context.Context, args []string, e env) error {
 		})
 	case "job":
 		return jobWorker(ctx, args[1:], e)
+	case "waiter":
+		return waiterWorker(ctx, args[1:], e)
 	}
 	return fail(exitUsage, "%s: unknown kind %q", workerCommand, args[0])
 }

@@ -41,7 +41,7 @@ type strategy struct {
 	demoOnly bool
 }
 
-var allDialects = []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL, sqllock.SQLite}
+var allDialects = []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL, sqllock.SQLite, sqllock.MySQLCommon}
 
 func newTablelock(db *sql.DB, d sqllock.Dialect) (sqllock.Locker, func(), error) {
 	l, err := tablelock.New(db, d)
@@ -92,7 +92,7 @@ var strategies = []strategy{
 		bench:     benchTablelock,
 	},
 	{
-		name: "rowlock", dialects: []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL},
+		name: "rowlock", dialects: []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL, sqllock.MySQLCommon},
 		why:       "SQLite has no SELECT ... FOR UPDATE; use tablelock",
 		newLocker: newRowlock,
 		buy:       rowlockBuy,
@@ -105,7 +105,7 @@ var strategies = []strategy{
 		bench: benchOptimistic,
 	},
 	{
-		name: "advisory", dialects: []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL},
+		name: "advisory", dialects: []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL, sqllock.MySQLCommon},
 		why:       "SQLite has no advisory locks; use tablelock",
 		newLocker: newAdvisory,
 		buy:       lockedBuy,

@@ -76,7 +76,7 @@ func TestThreeReplicas(t *testing.T) {
 		switch d {
 		case sqllock.Postgres:
 			handles = append(handles, pgx, sqlxH)
-		case sqllock.MySQL:
+		case sqllock.MySQL, sqllock.MySQLCommon:
 			handles = append(handles, sqlxH)
 		}
 		for _, h := range handles {

@@ -13,11 +13,16 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/leasestate"
+	"github.com/sqllock/sqllock/internal/telemetry"
 )
 
 // ReleaseTimeout bounds the work of one Release, and every other clean-up
@@ -33,11 +38,60 @@ type Base struct {
 	key      string
 	token    int64
 	st       leasestate.State
+
+	tel      *telemetry.T // nil until Observe
+	held     telemetry.Held
+	recorded atomic.Bool // the end went to telemetry
 }
 
 // Init sets the strategy name (for messages), the key and the token.
 func (b *Base) Init(strategy, key string, token int64) {
 	b.strategy, b.key, b.token = strategy, key, token
+}
+
+// Observe starts the lease's telemetry (the active count, the lease span);
+// ctx is the acquisition's. Call it once, before the lease can be lost or
+// released, and Drop for a lease that is never handed out.
+func (b *Base) Observe(ctx context.Context, t *telemetry.T) {
+	if t == nil {
+		return
+	}
+	b.tel = t
+	b.held = t.StartLease(ctx, b.key, b.token)
+}
+
+// Drop undoes Observe for a lease that is not handed out after all.
+func (b *Base) Drop() {
+	if b.tel != nil && b.recorded.CompareAndSwap(false, true) {
+		b.held.Drop()
+	}
+}
+
+// SpanContext is the lease's span, which sqllock.Do makes the parent of
+// the work it runs; invalid when tracing is off.
+func (b *Base) SpanContext() trace.SpanContext { return b.held.SpanContext() }
+
+// Event records a background event (a renewal retried or failed) on the
+// lease's span; background work makes no spans of its own.
+func (b *Base) Event(name string, err error) {
+	if b.tel != nil {
+		b.held.Event(name, err)
+	}
+}
+
+// observeEnd records the end of the lease once: lost when err is a loss.
+func (b *Base) observeEnd(err error) {
+	if b.tel == nil || !b.recorded.CompareAndSwap(false, true) {
+		return
+	}
+	cause := ""
+	var le *lostError
+	if errors.As(err, &le) {
+		cause = telemetry.Cause(le.cause)
+	} else if errors.Is(err, sqllock.ErrLockLost) {
+		cause = telemetry.CauseOther
+	}
+	b.held.End(cause)
 }
 
 // Key returns the key held.
@@ -56,13 +110,31 @@ func (b *Base) Err() error { return b.st.Err() }
 // Lost builds the error a lost lease reports: it names the strategy, the
 // key and the token, matches sqllock.ErrLockLost and says why.
 func (b *Base) Lost(cause string) error {
-	return fmt.Errorf("%s: lease %q (token %d): %w: %s", b.strategy, b.key, b.token, sqllock.ErrLockLost, cause)
+	return &lostError{b: b, cause: cause}
 }
+
+// lostError is Lost's error: the cause kept apart, for the loss metric.
+type lostError struct {
+	b     *Base
+	cause string
+}
+
+func (e *lostError) Error() string {
+	return fmt.Sprintf("%s: lease %q (token %d): %v: %s", e.b.strategy, e.b.key, e.b.token, sqllock.ErrLockLost, e.cause)
+}
+
+func (e *lostError) Unwrap() error { return sqllock.ErrLockLost }
 
 // Lose ends the lease with err (see Lost) unless it has ended or Release
 // has been called, and reports whether it did: either the loss is seen by
 // Release, or Release by the loss.
-func (b *Base) Lose(err error) bool { return b.st.Lose(err) }
+func (b *Base) Lose(err error) bool {
+	if !b.st.Lose(err) {
+		return false
+	}
+	b.observeEnd(err)
+	return true
+}
 
 // End ends the lease with err whatever came before; only the first end
 // counts. For a loss found while the lease is being released.
@@ -105,10 +177,35 @@ func (b *Base) ReleaseIn(ctx context.Context, op string, free func(ctx context.C
 	}
 	// No loss can be recorded after MarkReleased: this is the last word.
 	lost := b.st.Err()
+	if b.tel == nil {
+		err := free(ctx, lost)
+		b.st.End(b.Released(op))
+		if lost != nil {
+			return lost
+		}
+		return err
+	}
+	ctx, sp := b.tel.StartRelease(ctx, b.key, b.token)
 	err := free(ctx, lost)
 	b.st.End(b.Released(op))
 	if lost != nil {
-		return lost
+		err = lost
+	} else {
+		// A loss that free found (the row was gone) ends it as lost.
+		b.observeEnd(err)
 	}
+	telemetry.EndSpan(sp, err)
 	return err
 }
+
+// EndAcquire ends an acquisition's telemetry with what Acquire returns:
+// the lease (when err is nil) and the tries made (0: not counted).
+func EndAcquire(ctx context.Context, a telemetry.Acquisition, l sqllock.Lease, attempts int, err error) {
+	var token int64
+	if err == nil && l != nil {
+		token = l.Token()
+	}
+	a.End(ctx, telemetry.Outcome(ctx, err, isRefusal), token, attempts, err)
+}
+
+func isRefusal(err error) bool { return errors.Is(err, sqllock.ErrNotAcquired) }

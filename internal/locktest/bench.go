@@ -6,6 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sqllock/sqllock"
 )
 
@@ -40,4 +45,63 @@ func BenchHandoff(b *testing.B, holder, waiter sqllock.Locker) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+}
+
+// BenchTelemetry measures an uncontended Acquire+Release with telemetry
+// off (the global no-op providers) and on, as sub-benchmarks: "metrics"
+// (the SDK's MeterProvider, with a reader nobody collects) and
+// "metrics+traces" (also the SDK's TracerProvider, every span sampled and
+// dropped). The two Lockers alternate every iteration so that a loaded
+// machine slows both alike; it reports ns/off, ns/on and their ratio on/off.
+func BenchTelemetry(b *testing.B, newLocker func(b testing.TB, mp metric.MeterProvider, tp trace.TracerProvider) sqllock.Locker) {
+	for _, traced := range []bool{false, true} {
+		name := "metrics"
+		if traced {
+			name = "metrics+traces"
+		}
+		b.Run(name, func(b *testing.B) {
+			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+			b.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+			var tp trace.TracerProvider
+			if traced {
+				sdk := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
+				b.Cleanup(func() { _ = sdk.Shutdown(context.Background()) })
+				tp = sdk
+			}
+			benchOffOn(b, newLocker(b, nil, nil), newLocker(b, mp, tp))
+		})
+	}
+}
+
+func benchOffOn(b *testing.B, off, on sqllock.Locker) {
+	key := Key(b)
+	ctx := context.Background()
+	once := func(l sqllock.Locker) time.Duration {
+		start := time.Now()
+		lease, err := l.Acquire(ctx, key)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := lease.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	once(off)
+	once(on)
+	var tOff, tOn time.Duration
+	n := 0
+	for b.Loop() {
+		if n%2 == 0 {
+			tOff += once(off)
+			tOn += once(on)
+		} else {
+			tOn += once(on)
+			tOff += once(off)
+		}
+		n++
+	}
+	b.ReportMetric(float64(tOff.Nanoseconds())/float64(n), "ns/off")
+	b.ReportMetric(float64(tOn.Nanoseconds())/float64(n), "ns/on")
+	b.ReportMetric(float64(tOn)/float64(tOff), "on/off")
 }

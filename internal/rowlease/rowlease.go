@@ -44,6 +44,9 @@ type Config struct {
 	// without waiting for the WAL flush, where the dialect can (PostgreSQL
 	// synchronous_commit = off for those statements only).
 	AsyncCommit bool
+	// Unprepared: statements run unprepared (stmtcache.Cache.Direct), for
+	// a transaction-pooling proxy.
+	Unprepared bool
 	// Freed, when set, is called with a key that the engine gave back by
 	// itself (the give-back of a detached take whose caller had gone), so
 	// that the caller's waiters in this process look again.
@@ -55,6 +58,7 @@ type Table struct {
 	h   handle
 	st  store
 	cfg Config
+	d   sqllock.Dialect
 
 	mu     sync.Mutex
 	closed bool
@@ -71,7 +75,7 @@ func Open(db *sql.DB, d sqllock.Dialect, cfg Config) (*Table, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Table{h: handle{DB: db, stmts: new(stmtcache.Cache)}, st: st, cfg: cfg}, nil
+	return &Table{h: handle{DB: db, stmts: &stmtcache.Cache{Direct: cfg.Unprepared}}, st: st, cfg: cfg, d: d}, nil
 }
 
 // newStore builds d's store for the table cfg names.
@@ -163,6 +167,9 @@ type Attempt struct {
 // expired, with a new token larger than every earlier holder's, or gets
 // one hold more when c.Owner holds it.
 func (t *Table) Take(ctx context.Context, c Claim) (Attempt, error) {
+	if err := sqllock.CheckServer(ctx, t.h.DB, t.d); err != nil {
+		return Attempt{Remaining: -1}, err
+	}
 	a, err := t.st.take(ctx, t.h, c)
 	if err != nil {
 		return Attempt{Remaining: -1}, err
@@ -256,7 +263,9 @@ func (t *Table) giveBack(c Claim, token int64) {
 	}
 }
 
-// Renew extends key's row to ttl from now if owner holds it under token. It
+// Renew extends key's row to ttl from now if owner holds it under token,
+// never shortening it (a manual extension outlives the automatic renewals
+// that follow it; a renewal with an idle row still reports true). It
 // reports false when the row is no longer that holder's (expired, taken,
 // freed, deleted).
 func (t *Table) Renew(ctx context.Context, key, owner string, token int64, ttl time.Duration) (bool, error) {
@@ -310,17 +319,7 @@ func (t *Table) ForceRelease(ctx context.Context, key string, token int64) (bool
 	if n > 0 {
 		return true, nil
 	}
-	var current int64
-	var owner, host string
-	err = t.h.queryRow(ctx, t.st.sql().holder, []any{key}, &current, &owner, &host)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("nothing released (token %d does not hold it): %w", token, err)
-	}
-	return false, fmt.Errorf("%w: held under token %d now, not %d (owner %q, host %s); nothing released",
-		sqllock.ErrNotHeld, current, token, owner, host)
+	return false, t.notHeld(ctx, key, token)
 }
 
 // Info describes one held row, as List reports it.

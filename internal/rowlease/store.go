@@ -30,6 +30,12 @@ type store interface {
 	// forceRelease frees the live row held under token, every hold; it
 	// returns the rows changed.
 	forceRelease(ctx context.Context, h handle, key string, token int64) (int64, error)
+	// forceReleaseTx is forceRelease inside tx.
+	forceReleaseTx(ctx context.Context, tx *sql.Tx, key string, token int64) (int64, error)
+	// audit writes, inside tx, the audit record of a force release of the
+	// live row held under token (table names the lock table), locking that
+	// row; it returns the rows written (0 when no such row).
+	audit(ctx context.Context, tx *sql.Tx, key string, token int64, table string, a Audit) (int64, error)
 	// reap deletes at most batch rows expired for longer than grace; it
 	// returns how many.
 	reap(ctx context.Context, db *sql.DB, grace time.Duration, batch int) (int64, error)
@@ -97,6 +103,15 @@ func (h handle) count(ctx context.Context, q string, args ...any) (int64, error)
 // there is none.
 func (h handle) queryRow(ctx context.Context, q string, args []any, dest ...any) error {
 	return h.stmts.QueryRow(ctx, h.DB, q, args, dest...)
+}
+
+// execTx runs q in tx and returns the number of rows it changed.
+func execTx(ctx context.Context, tx *sql.Tx, q string, args ...any) (int64, error) {
+	res, err := tx.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 // micros is d in whole microseconds, the unit every statement takes.

@@ -15,7 +15,7 @@ func init() { register(sqllock.MySQL, newMySQL) }
 // sqllock_fence_seq, and positional arguments.
 type mysqlStore struct {
 	statements
-	q struct{ take, renew, release, releaseOwner, forceRelease, reap string }
+	q struct{ take, renew, held, release, releaseOwner, forceRelease, audit, reap string }
 }
 
 func newMySQL(n names, _ Config) store {
@@ -41,8 +41,9 @@ RETURNING owner, token, hold_count, host, TIMESTAMPDIFF(MICROSECOND, ` + now + `
 	// runs after it. A give-back of a take cut off in flight relies on that
 	// (Table.TakeDetached).
 	pk := t + ` FORCE INDEX (PRIMARY)`
-	s.q.renew = `UPDATE ` + pk + ` SET expires_at = ` + now + ` + INTERVAL ? MICROSECOND
+	s.q.renew = `UPDATE ` + pk + ` SET expires_at = GREATEST(expires_at, ` + now + ` + INTERVAL ? MICROSECOND)
 WHERE lock_key = ? AND owner = ? AND token = ? AND expires_at > ` + now
+	s.q.held = `SELECT 1 FROM ` + pk + ` WHERE lock_key = ? AND owner = ? AND token = ? AND expires_at > ` + now
 	// Single-table UPDATE assigns left to right too: owner and expires_at
 	// see hold_count already decremented.
 	s.q.release = `UPDATE ` + pk + ` SET hold_count = hold_count - 1,
@@ -56,6 +57,9 @@ WHERE lock_key = ? AND owner = ? AND expires_at > ` + now
 	s.q.forceRelease = `UPDATE ` + pk + ` SET hold_count = 0, owner = '', expires_at = ` + now + `
 WHERE lock_key = ? AND token = ? AND expires_at > ` + now
 	s.q.reap = `DELETE FROM ` + t + ` WHERE expires_at < ` + now + ` - INTERVAL ? MICROSECOND ORDER BY expires_at LIMIT ?`
+	s.q.audit = `INSERT INTO ` + AuditTable + ` (at, action, lock_table, lock_key, token, owner, host, hold_count, operator, reason)
+SELECT ` + now + `, '` + ActionForceRelease + `', ?, lock_key, token, owner, host, hold_count, ?, ?
+FROM ` + pk + ` WHERE lock_key = ? AND token = ? AND expires_at > ` + now + ` FOR UPDATE`
 	s.holder = `SELECT token, owner, host FROM ` + t + ` WHERE lock_key = ? AND expires_at > ` + now
 	s.list = `SELECT lock_key, owner, host, hold_count, token, acquired_at, expires_at,
 	TIMESTAMPDIFF(MICROSECOND, acquired_at, ` + now + `)
@@ -88,7 +92,14 @@ func (s *mysqlStore) take(ctx context.Context, h handle, c Claim) (Attempt, erro
 }
 
 func (s *mysqlStore) renew(ctx context.Context, h handle, key, owner string, token int64, ttl time.Duration) (int64, error) {
-	return h.exec(ctx, s.q.renew, micros(ttl), key, owner, token)
+	n, err := h.exec(ctx, s.q.renew, micros(ttl), key, owner, token)
+	if err != nil || n == 1 {
+		return n, err
+	}
+	// MariaDB counts changed rows, not matched ones: a renewal that leaves
+	// a longer manual extension in place changes nothing, yet the row is
+	// still ours.
+	return h.count(ctx, s.q.held, key, owner, token)
 }
 
 func (s *mysqlStore) release(ctx context.Context, h handle, key, owner string, token int64, keep time.Duration) (int64, error) {
@@ -101,6 +112,14 @@ func (s *mysqlStore) releaseOwner(ctx context.Context, h handle, key, owner stri
 
 func (s *mysqlStore) forceRelease(ctx context.Context, h handle, key string, token int64) (int64, error) {
 	return h.exec(ctx, s.q.forceRelease, key, token)
+}
+
+func (s *mysqlStore) forceReleaseTx(ctx context.Context, tx *sql.Tx, key string, token int64) (int64, error) {
+	return execTx(ctx, tx, s.q.forceRelease, key, token)
+}
+
+func (s *mysqlStore) audit(ctx context.Context, tx *sql.Tx, key string, token int64, table string, a Audit) (int64, error) {
+	return execTx(ctx, tx, s.q.audit, table, a.Operator, a.Reason, key, token)
 }
 
 func (s *mysqlStore) reap(ctx context.Context, db *sql.DB, grace time.Duration, batch int) (int64, error) {

@@ -10,16 +10,17 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/sqlutil"
 )
 
 func init() { register(sqllock.Postgres, newPostgres) }
 
 // postgresStore serves PostgreSQL: upserts that read the holder back in the
-// same statement, tokens from sqllock_fence_seq, and NOTIFY on the table's
+// same statement, tokens from sqllock_next_token (sqlutil.PostgresToken), and NOTIFY on the table's
 // channel in the statements that free a key.
 type postgresStore struct {
 	statements
-	q        struct{ take, renew, release, releaseOwner, forceRelease, reap string }
+	q        struct{ take, renew, release, releaseOwner, forceRelease, audit, reap string }
 	channel  string
 	announce bool // Config.Notify
 }
@@ -28,15 +29,15 @@ func newPostgres(n names, cfg Config) store {
 	t := n.table
 	s := &postgresStore{channel: n.channel, announce: cfg.Notify}
 	from := ""
-	values := `VALUES ($1, $2, $3, 1, nextval('sqllock_fence_seq'), now(), now() + $4 * interval '1 microsecond')`
+	values := `VALUES ($1, $2, $3, 1, ` + sqlutil.PostgresToken + `, now(), now() + $4 * interval '1 microsecond')`
 	if cfg.AsyncCommit {
 		// set_config(..., true) lasts for this statement's implicit
 		// transaction; synchronous_commit is read at commit.
 		from = ` FROM (SELECT set_config('synchronous_commit', 'off', true)) AS sc`
-		values = `SELECT $1, $2, $3, 1, nextval('sqllock_fence_seq'), now(), now() + $4 * interval '1 microsecond'` + from
+		values = `SELECT $1, $2, $3, 1, ` + sqlutil.PostgresToken + `, now(), now() + $4 * interval '1 microsecond'` + from
 	}
 	// The SET list sees the old row, so every CASE asks about the holder
-	// before this statement. nextval in SET runs after the row lock, so a
+	// before this statement. The token in SET is drawn after the row lock, so a
 	// new holder's token is larger than any earlier holder's. When the
 	// upsert takes nothing, the holder is read from the statement's
 	// snapshot; a holder newer than the snapshot leaves no row at all.
@@ -44,7 +45,7 @@ func newPostgres(n names, cfg Config) store {
 	INSERT INTO ` + t + ` AS t (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
 	` + values + `
 	ON CONFLICT (lock_key) DO UPDATE SET
-		token       = CASE WHEN t.expires_at > now() THEN t.token ELSE nextval('sqllock_fence_seq') END,
+		token       = CASE WHEN t.expires_at > now() THEN t.token ELSE ` + sqlutil.PostgresToken + ` END,
 		hold_count  = CASE WHEN t.expires_at > now() THEN t.hold_count + 1 ELSE 1 END,
 		acquired_at = CASE WHEN t.expires_at > now() THEN t.acquired_at ELSE now() END,
 		expires_at  = GREATEST(t.expires_at, EXCLUDED.expires_at),
@@ -57,7 +58,57 @@ SELECT true, token, hold_count, '', 0::bigint FROM got
 UNION ALL
 SELECT false, token, hold_count, host, (extract(epoch FROM expires_at - now()) * 1000000)::bigint
 FROM ` + t + ` WHERE lock_key = $1 AND NOT EXISTS (SELECT 1 FROM got)`
-	s.q.renew = `UPDATE ` + t + ` SET expires_at = now() + $4 * interval '1 microsecond'` + from + `
+	if s.announce {
+		// Where releases are announced, a refused claim also marks the row
+		// wanted (once per holder: a row already marked is left alone), and
+		// a new holder clears the mark. The release reads the mark under
+		// the row lock and announces only a wanted row. No wake-up is lost:
+		// a waiter listens before it tries, and sleeps only after a refusal
+		// that marked the row (or found it marked) under the current holder;
+		// the holder's release locks the row after that commit and sees the
+		// mark. A refusal now returns the holder from the update itself,
+		// read after the row lock.
+		//
+		// A refusal commits without waiting for its WAL flush (its CASE
+		// branch alone turns synchronous_commit off, for this statement):
+		// it changed nothing but the mark and its row lock, and a crash
+		// that lost the mark also ends every waiter's listening session,
+		// whose reconnection makes them all look again. Under a hot key
+		// most tries are refusals; each waited for a flush before.
+		//
+		// A claim whose snapshot shows a live holder, another owner, with
+		// the row already marked proposes no row at all, so it locks
+		// nothing, writes nothing and burns no token: a read, like a raw
+		// poller's INSERT ... DO NOTHING. Skipping on a snapshot loses no
+		// wake-up: the row was marked under that holder, so its release
+		// is announced, and this waiter listened before it tried; a holder
+		// whose lease merely expired is retried at its expiry, as before.
+		take := `(t.expires_at <= now() OR t.owner = EXCLUDED.owner)`
+		proposed := `SELECT $1::varchar, $2::varchar, $3::varchar, 1, ` + sqlutil.PostgresToken + `, now(), now() + $4 * interval '1 microsecond'` + from + `
+	WHERE NOT EXISTS (SELECT 1 FROM ` + t + ` AS w
+		WHERE w.lock_key = $1::varchar AND w.wanted AND w.expires_at > now() AND w.owner <> $2::varchar)`
+		s.q.take = `WITH got AS (
+	INSERT INTO ` + t + ` AS t (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
+	` + proposed + `
+	ON CONFLICT (lock_key) DO UPDATE SET
+		token       = CASE WHEN t.expires_at <= now() THEN ` + sqlutil.PostgresToken + ` ELSE t.token END,
+		hold_count  = CASE WHEN t.expires_at <= now() THEN 1 WHEN t.owner = EXCLUDED.owner THEN t.hold_count + 1 ELSE t.hold_count END,
+		acquired_at = CASE WHEN t.expires_at <= now() THEN now() ELSE t.acquired_at END,
+		expires_at  = CASE WHEN ` + take + ` THEN GREATEST(t.expires_at, EXCLUDED.expires_at) ELSE t.expires_at END,
+		owner       = CASE WHEN ` + take + ` THEN EXCLUDED.owner ELSE t.owner END,
+		host        = CASE WHEN ` + take + ` THEN EXCLUDED.host ELSE t.host END,
+		wanted      = CASE WHEN t.expires_at <= now() THEN false WHEN t.owner = EXCLUDED.owner THEN t.wanted ELSE true END
+	WHERE CASE WHEN ` + take + ` THEN true
+		ELSE set_config('synchronous_commit', 'off', true) = 'off' AND NOT t.wanted END
+	RETURNING t.owner = $2 AS won, t.token, t.hold_count, t.host, t.expires_at
+)
+SELECT won, token, hold_count, CASE WHEN won THEN '' ELSE host END,
+	CASE WHEN won THEN 0::bigint ELSE (extract(epoch FROM expires_at - now()) * 1000000)::bigint END FROM got
+UNION ALL
+SELECT false, token, hold_count, host, (extract(epoch FROM expires_at - now()) * 1000000)::bigint
+FROM ` + t + ` WHERE lock_key = $1 AND NOT EXISTS (SELECT 1 FROM got)`
+	}
+	s.q.renew = `UPDATE ` + t + ` SET expires_at = GREATEST(expires_at, now() + $4 * interval '1 microsecond')` + from + `
 WHERE lock_key = $1 AND owner = $2 AND token = $3 AND expires_at > now()`
 	s.q.release = s.announced(`UPDATE `+t+` SET hold_count = hold_count - 1,
 		owner      = CASE WHEN hold_count > 1 THEN owner ELSE '' END,
@@ -85,6 +136,9 @@ WHERE lock_key = $1 AND owner = $2 AND token = $3 AND expires_at > now()`
 	RETURNING lock_key, owner
 )
 SELECT count(*), ` + notified + ` FROM d`
+	s.q.audit = `INSERT INTO ` + AuditTable + ` (at, action, lock_table, lock_key, token, owner, host, hold_count, operator, reason)
+SELECT now(), '` + ActionForceRelease + `', $3, lock_key, token, owner, host, hold_count, $4, $5
+FROM ` + t + ` WHERE lock_key = $1 AND token = $2 AND expires_at > now() FOR UPDATE`
 	s.holder = `SELECT token, owner, host FROM ` + t + ` WHERE lock_key = $1 AND expires_at > now()`
 	s.list = `SELECT lock_key, owner, host, hold_count, token, acquired_at, expires_at,
 	(extract(epoch FROM now() - acquired_at) * 1000000)::bigint
@@ -96,25 +150,29 @@ FROM ` + t + ` WHERE expires_at > now() ORDER BY lock_key`
     hold_count  integer      NOT NULL,
     token       bigint       NOT NULL,
     acquired_at timestamptz  NOT NULL,
-    expires_at  timestamptz  NOT NULL
+    expires_at  timestamptz  NOT NULL,
+    wanted      boolean      NOT NULL DEFAULT false
 );
 CREATE INDEX ` + n.index + ` ON ` + t + ` (expires_at);`
 	return s
 }
 
 // announced turns update, a statement that frees rows, into one that also
-// announces each key it left with no hold on the channel, parameter ch: the
-// NOTIFY rides in the same statement, one round trip, and is delivered only
-// if it commits. Without announcements it is update itself.
+// announces each key it left with no hold and that a refused claim marked
+// wanted on the channel, parameter ch: the NOTIFY rides in the same
+// statement, one round trip, and is delivered only if it commits. A key
+// nobody waits for is not announced: a transaction that queued a NOTIFY
+// takes a database-wide lock at commit, which would queue every release
+// behind every other. Without announcements it is update itself.
 func (s *postgresStore) announced(update, ch string) string {
 	if !s.announce {
 		return update
 	}
 	return `WITH r AS (
 	` + update + `
-	RETURNING lock_key, hold_count
+	RETURNING lock_key, hold_count, wanted
 )
-SELECT CASE WHEN hold_count = 0 THEN pg_notify(` + ch + `, lock_key)::text END FROM r`
+SELECT CASE WHEN hold_count = 0 AND wanted THEN pg_notify(` + ch + `, lock_key)::text END FROM r`
 }
 
 // changed runs a statement made by announced and returns the rows it
@@ -152,6 +210,26 @@ func (s *postgresStore) releaseOwner(ctx context.Context, h handle, key, owner s
 
 func (s *postgresStore) forceRelease(ctx context.Context, h handle, key string, token int64) (int64, error) {
 	return s.changed(ctx, h, s.q.forceRelease, key, token)
+}
+
+func (s *postgresStore) forceReleaseTx(ctx context.Context, tx *sql.Tx, key string, token int64) (int64, error) {
+	if !s.announce {
+		return execTx(ctx, tx, s.q.forceRelease, key, token)
+	}
+	rows, err := tx.QueryContext(ctx, s.q.forceRelease, key, token, s.channel)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	var n int64
+	for rows.Next() {
+		n++
+	}
+	return n, rows.Err()
+}
+
+func (s *postgresStore) audit(ctx context.Context, tx *sql.Tx, key string, token int64, table string, a Audit) (int64, error) {
+	return execTx(ctx, tx, s.q.audit, key, token, table, a.Operator, a.Reason)
 }
 
 func (s *postgresStore) reap(ctx context.Context, db *sql.DB, grace time.Duration, batch int) (int64, error) {

@@ -20,7 +20,7 @@ const sqliteNow = `CAST(unixepoch('subsec') * 1000000 AS INTEGER)`
 // read before they write.
 type sqliteStore struct {
 	statements
-	q struct{ take, peek, fence, renew, release, releaseOwner, forceRelease, reap string }
+	q struct{ take, peek, fence, renew, release, releaseOwner, forceRelease, audit, reap string }
 }
 
 func newSQLite(n names, _ Config) store {
@@ -42,7 +42,7 @@ WHERE t.expires_at <= ` + now + ` OR t.owner = excluded.owner
 RETURNING token, hold_count`
 	s.q.peek = `SELECT owner, token, hold_count, host, expires_at - ` + now + ` FROM ` + t + ` WHERE lock_key = ?1`
 	s.q.fence = `UPDATE sqllock_fence SET value = MAX(value, ?1) WHERE id = 1`
-	s.q.renew = `UPDATE ` + t + ` SET expires_at = ` + now + ` + ?4
+	s.q.renew = `UPDATE ` + t + ` SET expires_at = MAX(expires_at, ` + now + ` + ?4)
 WHERE lock_key = ?1 AND owner = ?2 AND token = ?3 AND expires_at > ` + now
 	s.q.release = `UPDATE ` + t + ` SET hold_count = hold_count - 1,
 	owner      = CASE WHEN hold_count > 1 THEN owner ELSE '' END,
@@ -56,6 +56,10 @@ WHERE lock_key = ?1 AND owner = ?2 AND expires_at > ` + now
 WHERE lock_key = ?1 AND token = ?2 AND expires_at > ` + now
 	s.q.reap = `DELETE FROM ` + t + ` WHERE lock_key IN (
 	SELECT lock_key FROM ` + t + ` WHERE expires_at < ` + now + ` - ?1 LIMIT ?2)`
+	// No FOR UPDATE: the INSERT takes SQLite's one write lock.
+	s.q.audit = `INSERT INTO ` + AuditTable + ` (at, action, lock_table, lock_key, token, owner, host, hold_count, operator, reason)
+SELECT ` + now + `, '` + ActionForceRelease + `', ?3, lock_key, token, owner, host, hold_count, ?4, ?5
+FROM ` + t + ` WHERE lock_key = ?1 AND token = ?2 AND expires_at > ` + now
 	s.holder = `SELECT token, owner, host FROM ` + t + ` WHERE lock_key = ?1 AND expires_at > ` + now
 	s.list = `SELECT lock_key, owner, host, hold_count, token, acquired_at, expires_at,
 	` + now + ` - acquired_at
@@ -144,6 +148,14 @@ func (s *sqliteStore) releaseOwner(ctx context.Context, h handle, key, owner str
 
 func (s *sqliteStore) forceRelease(ctx context.Context, h handle, key string, token int64) (int64, error) {
 	return h.exec(ctx, s.q.forceRelease, key, token)
+}
+
+func (s *sqliteStore) forceReleaseTx(ctx context.Context, tx *sql.Tx, key string, token int64) (int64, error) {
+	return execTx(ctx, tx, s.q.forceRelease, key, token)
+}
+
+func (s *sqliteStore) audit(ctx context.Context, tx *sql.Tx, key string, token int64, table string, a Audit) (int64, error) {
+	return execTx(ctx, tx, s.q.audit, key, token, table, a.Operator, a.Reason)
 }
 
 func (s *sqliteStore) reap(ctx context.Context, db *sql.DB, grace time.Duration, batch int) (int64, error) {

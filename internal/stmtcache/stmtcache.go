@@ -19,6 +19,13 @@ import (
 // Cache holds prepared statements by handle and query text. The zero value
 // is ready to use; it must not be copied after first use.
 type Cache struct {
+	// Direct runs Exec, Query and QueryRow unprepared, on the handle
+	// itself: for a transaction-pooling proxy (PgBouncer before 1.21 in
+	// transaction mode), where a statement prepared on one client's turn
+	// of a server session is missing on the next turn, or collides with
+	// another client's statement of the same name. Set it before first use.
+	Direct bool
+
 	mu     sync.Mutex
 	m      map[key]*entry
 	closed bool
@@ -28,6 +35,14 @@ type Cache struct {
 // once per pooled connection by database/sql) or a pinned *sql.Conn.
 type Preparer interface {
 	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
+}
+
+// runner is a Preparer that also runs statements unprepared (*sql.DB,
+// *sql.Conn), for Direct.
+type runner interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
 type key struct {
@@ -131,6 +146,9 @@ func oneShot(ctx context.Context, db Preparer, query string) (*sql.Stmt, func(),
 
 // Exec runs query with args on db through its prepared statement.
 func (c *Cache) Exec(ctx context.Context, db Preparer, query string, args ...any) (sql.Result, error) {
+	if r, ok := db.(runner); ok && c.Direct {
+		return r.ExecContext(ctx, query, args...)
+	}
 	st, done, err := c.Stmt(ctx, db, query)
 	if err != nil {
 		return nil, err
@@ -143,6 +161,9 @@ func (c *Cache) Exec(ctx context.Context, db Preparer, query string, args ...any
 // rows stay readable after Close: database/sql closes a statement's
 // server side only once its rows are closed.
 func (c *Cache) Query(ctx context.Context, db Preparer, query string, args ...any) (*sql.Rows, error) {
+	if r, ok := db.(runner); ok && c.Direct {
+		return r.QueryContext(ctx, query, args...)
+	}
 	st, done, err := c.Stmt(ctx, db, query)
 	if err != nil {
 		return nil, err
@@ -154,6 +175,9 @@ func (c *Cache) Query(ctx context.Context, db Preparer, query string, args ...an
 // QueryRow runs query with args on db through its prepared statement and
 // scans its one row into dest; it returns sql.ErrNoRows when there is none.
 func (c *Cache) QueryRow(ctx context.Context, db Preparer, query string, args []any, dest ...any) error {
+	if r, ok := db.(runner); ok && c.Direct {
+		return r.QueryRowContext(ctx, query, args...).Scan(dest...)
+	}
 	st, done, err := c.Stmt(ctx, db, query)
 	if err != nil {
 		return err

@@ -108,7 +108,7 @@ func TestCloseUnderUse(t *testing.T) {
 // session; -1 where the server cannot tell.
 func openStmts(t *testing.T, db *testdb.DB) int {
 	t.Helper()
-	if db.Dialect != sqllock.MySQL {
+	if !db.Dialect.IsMySQL() {
 		return -1
 	}
 	var name string

@@ -61,7 +61,7 @@ FROM information_schema.columns WHERE table_schema = current_schema() AND table_
 		n := len(lines)
 		add(`SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() AND tablename = $1`, table)
 		slices.Sort(lines[n:])
-	case sqllock.MySQL:
+	case sqllock.MySQL, sqllock.MySQLCommon:
 		// SHOW CREATE TABLE spells out every column, index, charset and
 		// collation in one canonical form.
 		var name, ddl string

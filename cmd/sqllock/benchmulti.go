@@ -1,0 +1,534 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/sqlutil"
+)
+
+// The multi-client cases use the client model of separate services: every
+// client opens its own *sql.DB and its own Locker (or pinned session, on
+// the raw side), and the handoff's waiter runs in another process.
+
+// multiSide is one side (sqllock or raw) of the multi-client cases.
+type multiSide struct {
+	OnePerSec  float64 `json:"distinct_1_client_per_sec"`
+	ManyPerSec float64 `json:"distinct_n_clients_per_sec"`
+	HotPerSec  float64 `json:"hot_key_per_sec"`
+	HotServed  int     `json:"hot_key_clients_served"`
+	// HotShares is each client's share of the hot key's turns.
+	HotShares  []float64 `json:"hot_key_shares"`
+	HotBusiest float64   `json:"hot_key_busiest_share"`
+	// The handoff to a waiter in another process.
+	HandoffP50MS  float64 `json:"xproc_handoff_p50_ms"`
+	HandoffP99MS  float64 `json:"xproc_handoff_p99_ms"`
+	HandoffMissed int     `json:"xproc_handoff_missed"`
+	// IdleWaiterQPS is the statements a second that one waiter sends
+	// while the key stays held.
+	IdleWaiterQPS float64 `json:"idle_waiter_queries_per_sec"`
+}
+
+type multiResult struct {
+	Clients    int       `json:"clients"`
+	RawSQL     string    `json:"raw_sql"`
+	Lib        multiSide `json:"sqllock"`
+	Raw        multiSide `json:"raw"`
+	OneRatio   float64   `json:"distinct_1_client_ratio"`
+	ManyRatio  float64   `json:"distinct_n_clients_ratio"`
+	HotRatio   float64   `json:"hot_key_ratio"`
+	IdleWindow float64   `json:"idle_window_s"`
+}
+
+// multiPlan opens the clients of both sides on a pool of their own.
+type multiPlan struct {
+	lib, raw func(ctx context.Context, db *sql.DB) (contender, error)
+	rawSQL   string
+	close    func()
+}
+
+// rawPollEvery is how often a raw lock-table waiter tries again.
+const rawPollEvery = time.Millisecond
+
+// multiPlanFor returns the multi-client plan of strategy name, nil when
+// it has none.
+func multiPlanFor(ctx context.Context, db *sql.DB, d sqllock.Dialect, name string) (*multiPlan, error) {
+	switch name {
+	case "tablelock":
+		if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS sqllock_bench_raw (lock_key varchar(255) NOT NULL PRIMARY KEY)`); err != nil {
+			return nil, fmt.Errorf("creating the raw lock table: %v", err)
+		}
+		return &multiPlan{
+			lib:    func(_ context.Context, db *sql.DB) (contender, error) { return newLockerClient(db, d, newTablelock) },
+			raw:    func(ctx context.Context, db *sql.DB) (contender, error) { return openRawTable(ctx, db, d) },
+			rawSQL: "a bare lock table: " + rawTableSQL(d).take + " / DELETE, waiters polling every " + rawPollEvery.String(),
+			close: func() {
+				ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+				defer cancel()
+				db.ExecContext(ctx, `DROP TABLE IF EXISTS sqllock_bench_raw`)
+			},
+		}, nil
+	case "advisory":
+		q, rawSQL := rawAdvisorySQL(d)
+		return &multiPlan{
+			lib:    func(_ context.Context, db *sql.DB) (contender, error) { return newLockerClient(db, d, newAdvisory) },
+			raw:    func(ctx context.Context, db *sql.DB) (contender, error) { return openRawAdvisory(ctx, db, d, q) },
+			rawSQL: rawSQL + " on one pinned session per client; waiters block in the server",
+		}, nil
+	}
+	return nil, nil
+}
+
+func newLockerClient(db *sql.DB, d sqllock.Dialect, newLocker func(*sql.DB, sqllock.Dialect) (sqllock.Locker, func(), error)) (contender, error) {
+	l, closeFn, err := newLocker(db, d)
+	if err != nil {
+		return nil, err
+	}
+	return &lockerClient{l: l, closeFn: closeFn}, nil
+}
+
+type rawTableStmts struct{ take, free string }
+
+func rawTableSQL(d sqllock.Dialect) rawTableStmts {
+	switch d {
+	case sqllock.Postgres:
+		return rawTableStmts{`INSERT INTO sqllock_bench_raw (lock_key) VALUES ($1) ON CONFLICT DO NOTHING`, `DELETE FROM sqllock_bench_raw WHERE lock_key = $1`}
+	case sqllock.MySQL, sqllock.MySQLCommon:
+		return rawTableStmts{`INSERT IGNORE INTO sqllock_bench_raw (lock_key) VALUES (?)`, `DELETE FROM sqllock_bench_raw WHERE lock_key = ?`}
+	}
+	return rawTableStmts{`INSERT OR IGNORE INTO sqllock_bench_raw (lock_key) VALUES (?)`, `DELETE FROM sqllock_bench_raw WHERE lock_key = ?`}
+}
+
+// rawTable is a bare lock table: a row is the lock, a waiter inserts
+// again every rawPollEvery.
+type rawTable struct {
+	take, free *sql.Stmt
+	key        string
+}
+
+func openRawTable(ctx context.Context, db *sql.DB, d sqllock.Dialect) (*rawTable, error) {
+	q := rawTableSQL(d)
+	r := &rawTable{}
+	var err error
+	if r.take, err = db.PrepareContext(ctx, q.take); err == nil {
+		r.free, err = db.PrepareContext(ctx, q.free)
+	}
+	if err != nil {
+		r.close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *rawTable) acquire(ctx context.Context, key string) error {
+	for {
+		res, err := r.take.ExecContext(ctx, key)
+		if err != nil && !sqlutil.IsRetryable(err) {
+			return err
+		}
+		if err == nil {
+			if n, err := res.RowsAffected(); err != nil || n == 1 {
+				r.key = key
+				return err
+			}
+		}
+		t := time.NewTimer(rawPollEvery)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func (r *rawTable) release(ctx context.Context) error {
+	_, err := r.free.ExecContext(context.WithoutCancel(ctx), r.key)
+	return err
+}
+
+func (r *rawTable) close() {
+	for _, st := range []*sql.Stmt{r.take, r.free} {
+		if st != nil {
+			st.Close()
+		}
+	}
+}
+
+// clientPool is one client's *sql.DB and what it opened on it.
+type clientPool struct {
+	db *sql.DB
+	c  contender
+}
+
+func openPools(ctx context.Context, t target, n int, open func(context.Context, *sql.DB) (contender, error)) ([]clientPool, error) {
+	var ps []clientPool
+	for range n {
+		db, err := sql.Open(t.driver, t.dsn)
+		if err != nil {
+			return ps, err
+		}
+		c, err := open(ctx, db)
+		if err != nil {
+			db.Close()
+			return ps, err
+		}
+		ps = append(ps, clientPool{db, c})
+	}
+	return ps, nil
+}
+
+func closePools(ps []clientPool) {
+	for _, p := range ps {
+		p.c.close()
+		p.db.Close()
+	}
+}
+
+func contenders(ps []clientPool) []contender {
+	out := make([]contender, len(ps))
+	for i, p := range ps {
+		out[i] = p.c
+	}
+	return out
+}
+
+// benchMulti runs the multi-client cases of strategy name, each side in
+// turn, in this run.
+func benchMulti(ctx context.Context, t target, db *sql.DB, name string, cfg benchConfig) (*multiResult, error) {
+	plan, err := multiPlanFor(ctx, db, t.dialect, name)
+	if err != nil || plan == nil {
+		return nil, err
+	}
+	if plan.close != nil {
+		defer plan.close()
+	}
+	res := &multiResult{Clients: cfg.clients, RawSQL: plan.rawSQL, IdleWindow: cfg.idle.Seconds()}
+	sides := []struct {
+		open func(context.Context, *sql.DB) (contender, error)
+		out  *multiSide
+		name string
+	}{{plan.lib, &res.Lib, "lib"}, {plan.raw, &res.Raw, "raw"}}
+	pools := make([][]clientPool, 2)
+	defer func() {
+		for _, ps := range pools {
+			closePools(ps)
+		}
+	}()
+	for i, s := range sides {
+		if pools[i], err = openPools(ctx, t, cfg.clients, s.open); err != nil {
+			return nil, err
+		}
+	}
+	// Distinct keys: halves of each side alternate, so that a slower patch
+	// of the shared machine does not land on one side only.
+	for _, n := range []int{1, cfg.clients} {
+		var ops [2]int
+		var el [2]time.Duration
+		for range 2 {
+			for i := range sides {
+				k, e, err := distinctKeys(ctx, contenders(pools[i][:n]), cfg.duration/2)
+				if err != nil {
+					return nil, err
+				}
+				ops[i] += k
+				el[i] += e
+			}
+		}
+		for i, s := range sides {
+			rate := float64(ops[i]) / el[i].Seconds()
+			if n == 1 {
+				s.out.OnePerSec = rate
+			} else {
+				s.out.ManyPerSec = rate
+			}
+		}
+	}
+	for i, s := range sides {
+		p50, p99, missed, err := xprocHandoff(ctx, t, name, s.name, pools[i][0].c, cfg.handoffs)
+		if err != nil {
+			return nil, fmt.Errorf("handoff to another process (%s): %v", s.name, err)
+		}
+		s.out.HandoffP50MS, s.out.HandoffP99MS, s.out.HandoffMissed = p50, p99, missed
+	}
+	if cfg.idle > 0 {
+		for i, s := range sides {
+			qps, err := idleWaiter(ctx, t, s.open, pools[i][0].c, cfg.idle)
+			if err != nil {
+				return nil, fmt.Errorf("idle waiter (%s): %v", s.name, err)
+			}
+			s.out.IdleWaiterQPS = qps
+		}
+	}
+	// Last: a raw waiter cut off by the end of the run loses its pinned session.
+	for i, s := range sides {
+		cs := contenders(pools[i])
+		k := benchKey("multi-hot-" + s.name)
+		turns, el, err := hotKey(ctx, len(cs), cfg.duration, func(ctx context.Context, c int) error {
+			if err := cs[c].acquire(ctx, k); err != nil {
+				return err
+			}
+			return cs[c].release(ctx)
+		})
+		if err != nil {
+			return nil, err
+		}
+		s.out.HotPerSec, s.out.HotServed, _ = hotStats(turns, el)
+		total := sum(turns)
+		for _, n := range turns {
+			share := 0.0
+			if total > 0 {
+				share = float64(n) / float64(total)
+			}
+			s.out.HotShares = append(s.out.HotShares, share)
+			s.out.HotBusiest = max(s.out.HotBusiest, share)
+		}
+	}
+	ratio := func(a, b float64) float64 {
+		if b == 0 {
+			return 0
+		}
+		return a / b
+	}
+	res.OneRatio = ratio(res.Lib.OnePerSec, res.Raw.OnePerSec)
+	res.ManyRatio = ratio(res.Lib.ManyPerSec, res.Raw.ManyPerSec)
+	res.HotRatio = ratio(res.Lib.HotPerSec, res.Raw.HotPerSec)
+	return res, nil
+}
+
+// distinctKeys runs every client on a key of its own for d and returns
+// the operations done by all.
+func distinctKeys(ctx context.Context, cs []contender, d time.Duration) (int, time.Duration, error) {
+	var total atomic.Int64
+	errs := make([]error, len(cs))
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, c := range cs {
+		key := benchKey("multi-distinct")
+		wg.Go(func() {
+			n, _, err := uncontended(ctx, c, key, d)
+			total.Add(int64(n))
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	el := time.Since(start)
+	return int(total.Load()), el, errors.Join(errs...)
+}
+
+// idleWaiter counts the statements a waiter on its own pool sends while
+// holder keeps the key for window.
+func idleWaiter(ctx context.Context, t target, open func(context.Context, *sql.DB) (contender, error), holder contender, window time.Duration) (float64, error) {
+	var n atomic.Int64
+	db, err := countingDB(t, &n)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	w, err := open(ctx, db)
+	if err != nil {
+		return 0, err
+	}
+	defer w.close()
+	key := benchKey("idle")
+	if err := holder.acquire(ctx, key); err != nil {
+		return 0, err
+	}
+	defer holder.release(ctx)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.acquire(wctx, key) }()
+	// Settle first: the waiter's opening statements are not its idle load.
+	time.Sleep(200 * time.Millisecond)
+	before, start := n.Load(), time.Now()
+	time.Sleep(window)
+	qps := float64(n.Load()-before) / time.Since(start).Seconds()
+	cancel()
+	if err := <-done; err == nil {
+		w.release(ctx)
+		return 0, errors.New("the waiter took a held key")
+	}
+	return qps, nil
+}
+
+// xprocHandoff times release → a waiter in a child process returns, n
+// times, on one key.
+func xprocHandoff(ctx context.Context, t target, strategy, sideName string, holder contender, n int) (p50, p99 float64, missed int, err error) {
+	cmd, err := child(ctx, t, "waiter", "--strategy", strategy, "--side", sideName)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return 0, 0, 0, err
+	}
+	defer func() {
+		stdin.Close()
+		if werr := cmd.Wait(); werr != nil && err == nil {
+			err = fmt.Errorf("waiter process: %v: %s", werr, strings.TrimSpace(stderr.String()))
+		}
+	}()
+	lines := bufio.NewScanner(stdout)
+	expect := func(prefix string) (string, error) {
+		if !lines.Scan() {
+			return "", fmt.Errorf("waiter process ended (%v): %s", lines.Err(), strings.TrimSpace(stderr.String()))
+		}
+		l := lines.Text()
+		if !strings.HasPrefix(l, prefix) {
+			return "", fmt.Errorf("waiter process said %q, want %s", l, prefix)
+		}
+		return strings.TrimPrefix(l, prefix), nil
+	}
+	if _, err := expect("ready"); err != nil {
+		return 0, 0, 0, err
+	}
+	key := benchKey("xproc-handoff")
+	var lat []time.Duration
+	for range n {
+		if err := holder.acquire(ctx, key); err != nil {
+			return 0, 0, 0, err
+		}
+		fmt.Fprintln(stdin, key)
+		if _, err := expect("waiting"); err != nil {
+			holder.release(ctx)
+			return 0, 0, 0, err
+		}
+		time.Sleep(5 * time.Millisecond) // let the waiter block
+		released := time.Now()
+		if err := holder.release(ctx); err != nil {
+			return 0, 0, 0, err
+		}
+		got, err := expect("")
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		if got == "missed" {
+			missed++
+		} else {
+			ns, err := strconv.ParseInt(strings.TrimPrefix(got, "got "), 10, 64)
+			if err != nil {
+				return 0, 0, 0, fmt.Errorf("waiter process said %q", got)
+			}
+			lat = append(lat, time.Unix(0, ns).Sub(released))
+		}
+		if _, err := expect("done"); err != nil {
+			return 0, 0, 0, err
+		}
+	}
+	if len(lat) == 0 {
+		return 0, 0, missed, nil
+	}
+	slices.Sort(lat)
+	toMS := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	return toMS(lat[len(lat)/2]), toMS(lat[(len(lat)*99)/100]), missed, nil
+}
+
+// waiterWorker is the child side of xprocHandoff: for each key read, it
+// says "waiting", acquires, says "got <unix ns>" (or "missed" after
+// handoffWait), releases and says "done".
+func waiterWorker(ctx context.Context, args []string, e env) error {
+	var df dbFlags
+	fs := newFlags(workerCommand+" waiter", e, &df)
+	name := fs.String("strategy", "", "")
+	sideName := fs.String("side", "lib", "")
+	if _, err := parseArgs(fs, args); err != nil {
+		return err
+	}
+	return withDB(ctx, df, needMigrated, func(t target, db *sql.DB) error {
+		plan, err := multiPlanFor(ctx, db, t.dialect, *name)
+		if err != nil {
+			return err
+		}
+		if plan == nil {
+			return fail(exitUsage, "no multi-client bench for %q", *name)
+		}
+		open := plan.lib
+		if *sideName == "raw" {
+			open = plan.raw
+		}
+		c, err := open(ctx, db)
+		if err != nil {
+			return err
+		}
+		defer c.close()
+		out := bufio.NewWriter(e.stdout)
+		say := func(s string) {
+			out.WriteString(s + "\n")
+			out.Flush()
+		}
+		say("ready")
+		in := bufio.NewScanner(os.Stdin) // the parent bench writes the keys
+		for in.Scan() {
+			say("waiting")
+			wctx, cancel := context.WithTimeout(ctx, handoffWait)
+			err := c.acquire(wctx, in.Text())
+			at := time.Now()
+			cancel()
+			switch {
+			case err == nil:
+				say("got " + strconv.FormatInt(at.UnixNano(), 10))
+				if err := c.release(ctx); err != nil {
+					return err
+				}
+			case wctx.Err() != nil && ctx.Err() == nil:
+				say("missed")
+			default:
+				return err
+			}
+			say("done")
+		}
+		return in.Err()
+	})
+}
+
+func printMulti(w io.Writer, r *multiResult) {
+	fmt.Fprintf(w, "multi-client: one pool and one Locker per client\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "measure\tsqllock\traw SQL\tsqllock/raw\t")
+	fmt.Fprintf(tw, "1 client\t%.0f/s\t%.0f/s\t%.2f\t\n", r.Lib.OnePerSec, r.Raw.OnePerSec, r.OneRatio)
+	fmt.Fprintf(tw, "%d clients, distinct keys\t%.0f/s\t%.0f/s\t%.2f\t\n", r.Clients, r.Lib.ManyPerSec, r.Raw.ManyPerSec, r.ManyRatio)
+	fmt.Fprintf(tw, "hot key, %d clients\t%.0f/s\t%.0f/s\t%.2f\t\n", r.Clients, r.Lib.HotPerSec, r.Raw.HotPerSec, r.HotRatio)
+	fmt.Fprintf(tw, "hot key, clients served\t%d/%d\t%d/%d\t\t\n", r.Lib.HotServed, r.Clients, r.Raw.HotServed, r.Clients)
+	fmt.Fprintf(tw, "hot key, busiest share\t%.0f%%\t%.0f%%\t\t\n", 100*r.Lib.HotBusiest, 100*r.Raw.HotBusiest)
+	fmt.Fprintf(tw, "hot key, shares\t%s\t%s\t\t\n", shares(r.Lib.HotShares), shares(r.Raw.HotShares))
+	fmt.Fprintf(tw, "handoff p50, other process\t%.2fms\t%.2fms\t\t\n", r.Lib.HandoffP50MS, r.Raw.HandoffP50MS)
+	fmt.Fprintf(tw, "handoff p99, other process\t%.2fms\t%.2fms\t\t\n", r.Lib.HandoffP99MS, r.Raw.HandoffP99MS)
+	if r.Lib.HandoffMissed+r.Raw.HandoffMissed > 0 {
+		fmt.Fprintf(tw, "handoff missed wake-ups (>%v)\t%d\t%d\t\t\n", handoffWait, r.Lib.HandoffMissed, r.Raw.HandoffMissed)
+	}
+	if r.IdleWindow > 0 {
+		fmt.Fprintf(tw, "idle waiter, statements/s\t%.1f\t%.1f\t\t\n", r.Lib.IdleWaiterQPS, r.Raw.IdleWaiterQPS)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "(raw SQL: %s)\n", r.RawSQL)
+}
+
+func shares(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = strconv.Itoa(int(100*x + 0.5))
+	}
+	return strings.Join(parts, " ") + " %"
+}

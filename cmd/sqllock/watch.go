@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/jobguard"
+	"github.com/sqllock/sqllock/tablelock"
+)
+
+// watchSpec is what `sqllock locks --watch` shows and how often.
+type watchSpec struct {
+	table     string // the tablelock table: its waiters listen on its channel
+	namespace string
+	names     []string
+	every     time.Duration
+	frames    int // stop after this many; 0: until the context ends
+}
+
+// waiter is a session the server shows waiting for a lock.
+type waiter struct {
+	PID       int64
+	App, Host string
+	Waiting   time.Duration
+	BlockedBy string
+	Query     string
+}
+
+// watchLocks redraws the held locks every w.every until ctx ends (Ctrl-C):
+// holder host/pid, held for, expires in and token, on the database's clock;
+// on PostgreSQL also the sessions waiting for a lock as the server shows
+// them. On a terminal each frame replaces the last.
+func watchLocks(ctx context.Context, e env, t target, db *sql.DB, l *tablelock.Locker, g *jobguard.Guard, w watchSpec) error {
+	clear := isTerminal(e.stdout)
+	tick := time.NewTicker(w.every)
+	defer tick.Stop()
+	for frame := 1; ; frame++ {
+		rows, err := listLocks(ctx, l, g)
+		if err != nil {
+			return err
+		}
+		adv, _, err := advisoryLocks(ctx, db, t.dialect, w.namespace, w.names)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, adv...)
+		var waiters []waiter
+		listening := -1
+		if t.dialect == sqllock.Postgres {
+			if waiters, err = pgWaiters(ctx, db); err != nil {
+				return err
+			}
+			if listening, err = pgListeners(ctx, db, sqlutil.NotifyChannel(w.table)); err != nil {
+				return err
+			}
+		}
+		if clear {
+			fmt.Fprint(e.stdout, "\x1b[H\x1b[2J")
+		}
+		fmt.Fprintf(e.stdout, "sqllock locks on %s at %s (every %v; Ctrl-C to stop)\n\n", t.display, time.Now().Format(time.TimeOnly), w.every)
+		printWatch(e.stdout, rows, waiters, listening)
+		if w.frames > 0 && frame >= w.frames {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+func printWatch(w io.Writer, rows []lockRow, waiters []waiter, listening int) {
+	if len(rows) == 0 {
+		fmt.Fprintln(w, "no locks held")
+	} else {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "KIND\tKEY\tHOLDER HOST/PID\tOWNER\tTOKEN\tHELD FOR\tEXPIRES IN")
+		for _, r := range rows {
+			if r.Kind == "advisory" { // the server keeps no token nor times
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t-\t-\t%s\n", r.Kind, r.Key, r.Host, r.Owner, r.State)
+				continue
+			}
+			held := time.Duration(r.HeldForMS) * time.Millisecond
+			// Both on the database's clock: now there is acquired + held for.
+			left := r.Expires.Sub(r.Acquired.Add(held))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%v\t%v\n", r.Kind, r.Key, r.Host, r.Owner, r.Token,
+				held.Round(100*time.Millisecond), left.Round(100*time.Millisecond))
+		}
+		tw.Flush()
+	}
+	if listening > 0 {
+		fmt.Fprintf(w, "\n%d session(s) listening for tablelock releases: processes with an Acquire waiting\n", listening)
+	}
+	if len(waiters) > 0 {
+		fmt.Fprintln(w, "\nsessions waiting for a lock (rowlock, advisory, a FOR UPDATE):")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "PID\tAPP\tHOST\tWAITING\tBLOCKED BY\tQUERY")
+		for _, x := range waiters {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%v\t%s\t%s\n", x.PID, x.App, x.Host, x.Waiting.Round(100*time.Millisecond), x.BlockedBy, x.Query)
+		}
+		tw.Flush()
+	}
+}
+
+// pgWaiters lists the sessions of this database blocked on a heavyweight
+// lock (row locks, advisory locks), with the sessions that block them.
+func pgWaiters(ctx context.Context, db *sql.DB) ([]waiter, error) {
+	rows, err := db.QueryContext(ctx, `SELECT pid, COALESCE(application_name, ''), COALESCE(host(client_addr), 'local'),
+       EXTRACT(EPOCH FROM clock_timestamp() - COALESCE(state_change, query_start, clock_timestamp()))::float8,
+       pg_blocking_pids(pid)::text, left(regexp_replace(query, '\s+', ' ', 'g'), 80)
+FROM pg_stat_activity
+WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()
+ORDER BY 4 DESC`)
+	if err != nil {
+		return nil, fmt.Errorf("reading pg_stat_activity: %w", err)
+	}
+	defer rows.Close()
+	var out []waiter
+	for rows.Next() {
+		var x waiter
+		var secs float64
+		var blockers string
+		if err := rows.Scan(&x.PID, &x.App, &x.Host, &secs, &blockers, &x.Query); err != nil {
+			return nil, err
+		}
+		x.Waiting = time.Duration(secs * float64(time.Second))
+		x.BlockedBy = "pid " + strings.Trim(blockers, "{}")
+		out = append(out, x)
+	}
+	return out, rows.Err()
+}
+
+// pgListeners counts the sessions whose last statement was a LISTEN on
+// channel: tablelock Lockers with an Acquire waiting keep one open.
+func pgListeners(ctx context.Context, db *sql.DB, channel string) (int, error) {
+	var n int
+	err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND pid <> pg_backend_pid() AND query ILIKE 'LISTEN %' AND position($1 in query) > 0`,
+		strconv.Quote(channel)).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("reading pg_stat_activity: %w", err)
+	}
+	return n, nil
+}
+
+// isTerminal reports whether w is a character device: a person's screen,
+// where a frame can replace the last one.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,34 @@
+// Package election elects one leader per name among processes that share
+// a database — etcd's concurrency.Election on PostgreSQL, MySQL/MariaDB
+// and SQLite.
+//
+//	e, err := election.New(db, dialect, tablelock.WithTTL(10*time.Second))
+//	defer e.Close()
+//	lead, err := e.Campaign(ctx, "billing-scheduler", podName) // blocks until leading
+//	defer lead.Resign(ctx)
+//	select { case <-lead.Done(): /* lost: stop leading */ ... }
+//
+// A leadership is a tablelock lease on the key "sqllock.election/<name>"
+// of the lock table: the leader renews it, learns of its loss on
+// [Leadership.Done] a safety margin before anyone else could lead, and a
+// leader that dies is replaced after the TTL. Its fencing token is the
+// term ([Leadership.Term]): strictly larger for each new leader, drawn by
+// the statement that wins the lease. Hand it to package fence, and a
+// leader paused past its TTL cannot overwrite the work of its successor:
+// its writes carry an older term and are refused.
+//
+// Each leadership also leaves a row in sqllock_elections (migration
+// 00009): the term, the value the leader campaigned with, and since when
+// (the database clock). [Election.Leader] reads the live leader (the row
+// whose term is the live lease's token), or [ErrNoLeader].
+// [Election.Observe] delivers every leadership from the current one on,
+// in term order, each once: it polls those rows every 100ms on every
+// dialect (no NOTIFY yet), and since every term leaves a row, a
+// leadership shorter than the poll is still delivered. The rows are a
+// history; delete old terms when they no longer interest anyone.
+//
+// Campaign blocks through tablelock's waiting: a resignation wakes a
+// campaigner in the same process at once, and on PostgreSQL one anywhere
+// (NOTIFY); elsewhere campaigners poll with backoff. Each call to Campaign
+// is a campaigner of its own, whatever owner its context carries.
+package election

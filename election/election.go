@@ -1,0 +1,258 @@
+package election
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/identity"
+	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/tablelock"
+)
+
+// Table is the table of leaderships migration 00009 creates.
+const Table = "sqllock_elections"
+
+// KeyPrefix starts the lock key of an election's leadership lease in the
+// lock table: "sqllock.election/" + name.
+const KeyPrefix = "sqllock.election/"
+
+// ErrNoLeader: the election has no live leader now.
+var ErrNoLeader = errors.New("no leader")
+
+var (
+	_ sqllock.Extender = (*Leadership)(nil)
+	_ io.Closer        = (*Election)(nil)
+)
+
+// Election runs elections on db: at most one leader per name at a time,
+// each leadership a lease whose token is its term. It is safe for
+// concurrent use; Close it when done.
+type Election struct {
+	l    *tablelock.Locker
+	db   *sql.DB
+	q    queries
+	poll time.Duration
+}
+
+type queries struct{ insert, leader, since string }
+
+// New returns an Election over db for dialect d. opts are tablelock's
+// (the leadership lease's TTL, renewal and margin); the leases live in
+// tablelock's default table. It does not touch the database; run
+// migrations.Up first. New never closes db.
+func New(db *sql.DB, d sqllock.Dialect, opts ...tablelock.Option) (*Election, error) {
+	l, err := tablelock.New(db, d, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("election: %w", err)
+	}
+	e := &Election{l: l, db: db, poll: 100 * time.Millisecond}
+	switch d {
+	case sqllock.Postgres:
+		e.q = queries{
+			insert: `INSERT INTO ` + Table + ` (name, term, value, since) VALUES ($1, $2, $3, now())`,
+			leader: `SELECT e.value, e.term, e.since FROM ` + Table + ` e JOIN ` + tablelock.DefaultTable + ` l ON l.token = e.term
+WHERE e.name = $1 AND l.lock_key = $2 AND l.expires_at > now()`,
+			since: `SELECT value, term, since FROM ` + Table + ` WHERE name = $1 AND term > $2 ORDER BY term`,
+		}
+	case sqllock.MySQL, sqllock.MySQLCommon:
+		e.q = queries{
+			insert: `INSERT INTO ` + Table + ` (name, term, value, since) VALUES (?, ?, ?, UTC_TIMESTAMP(6))`,
+			leader: `SELECT e.value, e.term, e.since FROM ` + Table + ` e JOIN ` + tablelock.DefaultTable + ` l ON l.token = e.term
+WHERE e.name = ? AND l.lock_key = ? AND l.expires_at > UTC_TIMESTAMP(6)`,
+			since: `SELECT value, term, since FROM ` + Table + ` WHERE name = ? AND term > ? ORDER BY term`,
+		}
+	case sqllock.SQLite:
+		const now = `CAST(unixepoch('subsec') * 1000000 AS INTEGER)`
+		e.q = queries{
+			insert: `INSERT INTO ` + Table + ` (name, term, value, since) VALUES (?1, ?2, ?3, ` + now + `)`,
+			leader: `SELECT e.value, e.term, e.since FROM ` + Table + ` e JOIN ` + tablelock.DefaultTable + ` l ON l.token = e.term
+WHERE e.name = ?1 AND l.lock_key = ?2 AND l.expires_at > ` + now,
+			since: `SELECT value, term, since FROM ` + Table + ` WHERE name = ?1 AND term > ?2 ORDER BY term`,
+		}
+	}
+	return e, nil
+}
+
+// Close ends every leadership this Election holds (as lost) and refuses
+// later campaigns. It never closes the *sql.DB.
+func (e *Election) Close() error { return e.l.Close() }
+
+func key(name string) string { return KeyPrefix + name }
+
+func validate(name, value string) error {
+	if err := sqllock.ValidateKey(key(name)); err != nil {
+		return fmt.Errorf("%w (names are at most %d bytes)", err, sqllock.MaxKeyLen-len(KeyPrefix))
+	}
+	if len(value) > 1<<16 {
+		return fmt.Errorf("%w: value of %d bytes (at most 64 KiB)", sqllock.ErrInvalidOption, len(value))
+	}
+	return nil
+}
+
+// Campaign blocks until this caller leads the election name, or ctx ends
+// (then the error matches sqllock.ErrNotAcquired and ctx.Err()). It
+// returns the leadership: a lease whose token is the term, strictly larger
+// than every earlier leader's, published with value for Leader and
+// Observe. Leadership ends with Resign or with the lease's loss (Done).
+func (e *Election) Campaign(ctx context.Context, name, value string) (*Leadership, error) {
+	if err := validate(name, value); err != nil {
+		return nil, fmt.Errorf("election: campaign %q: %w", name, err)
+	}
+	ctx = sqllock.WithOwner(ctx, identity.NewOwner()) // one leadership per call
+	lease, err := e.l.Acquire(ctx, key(name))
+	if err != nil {
+		return nil, fmt.Errorf("election: campaign %q: %w", name, err)
+	}
+	// The term row goes in after the lease is won: Leader joins it to the
+	// live lease, so a row of a term that never led (or led no more)
+	// names no leader.
+	if _, err := e.db.ExecContext(ctx, e.q.insert, name, lease.Token(), value); err != nil {
+		_ = lease.Release(ctx)
+		return nil, fmt.Errorf("election: campaign %q: publish term %d: %w", name, lease.Token(), err)
+	}
+	return &Leadership{name: name, value: value, lease: lease.(*tablelock.Lease)}, nil
+}
+
+// Leader describes one leadership.
+type Leader struct {
+	Value string
+	Term  int64     // the leadership lease's token
+	Since time.Time // on the database clock, UTC
+}
+
+// Leader returns the live leader of name, or an error matching
+// ErrNoLeader when there is none (never one, resigned, or its lease
+// expired).
+func (e *Election) Leader(ctx context.Context, name string) (Leader, error) {
+	if err := validate(name, ""); err != nil {
+		return Leader{}, fmt.Errorf("election: leader %q: %w", name, err)
+	}
+	var ld Leader
+	var since any
+	err := e.db.QueryRowContext(ctx, e.q.leader, name, key(name)).Scan(&ld.Value, &ld.Term, &since)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return Leader{}, fmt.Errorf("election: leader %q: %w", name, ErrNoLeader)
+	case err != nil:
+		return Leader{}, fmt.Errorf("election: leader %q: %w", name, err)
+	}
+	ld.Since = sqlutil.ToTime(since)
+	return ld, nil
+}
+
+// Observe delivers every leadership of name from the current one on, in
+// term order, each once, until ctx ends; then the channel is closed. It
+// polls the table of leaderships (every 100ms): a leadership is delivered
+// even if it ended before the poll, since every term leaves a row. A
+// database error is retried at the next poll.
+func (e *Election) Observe(ctx context.Context, name string) (<-chan Leader, error) {
+	if err := validate(name, ""); err != nil {
+		return nil, fmt.Errorf("election: observe %q: %w", name, err)
+	}
+	var last int64
+	if cur, err := e.Leader(ctx, name); err == nil {
+		last = cur.Term - 1 // deliver the current leader first
+	} else if !errors.Is(err, ErrNoLeader) {
+		return nil, err
+	} else if last, err = e.lastTerm(ctx, name); err != nil {
+		return nil, err
+	}
+	ch := make(chan Leader)
+	go func() {
+		defer close(ch)
+		t := time.NewTicker(e.poll)
+		defer t.Stop()
+		for {
+			got, err := e.after(ctx, name, last)
+			if err == nil {
+				for _, ld := range got {
+					select {
+					case ch <- ld:
+						last = ld.Term
+					case <-ctx.Done():
+						return
+					}
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return ch, nil
+}
+
+// lastTerm is the newest term of name, 0 when none.
+func (e *Election) lastTerm(ctx context.Context, name string) (int64, error) {
+	all, err := e.after(ctx, name, 0)
+	if err != nil || len(all) == 0 {
+		return 0, err
+	}
+	return all[len(all)-1].Term, nil
+}
+
+// after returns the leaderships of name with a term above term, in order.
+func (e *Election) after(ctx context.Context, name string, term int64) ([]Leader, error) {
+	rows, err := e.db.QueryContext(ctx, e.q.since, name, term)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Leader
+	for rows.Next() {
+		var ld Leader
+		var since any
+		if err := rows.Scan(&ld.Value, &ld.Term, &since); err != nil {
+			return nil, err
+		}
+		ld.Since = sqlutil.ToTime(since)
+		out = append(out, ld)
+	}
+	return out, rows.Err()
+}
+
+// Leadership is a won election: a lease whose token is the term.
+type Leadership struct {
+	name, value string
+	lease       *tablelock.Lease
+}
+
+// Name returns the election's name (Key returns the lease's lock key).
+func (s *Leadership) Name() string { return s.name }
+
+// Value returns the value published with the leadership.
+func (s *Leadership) Value() string { return s.value }
+
+// Term returns the term: the lease's fencing token.
+func (s *Leadership) Term() int64 { return s.lease.Token() }
+
+// Key returns the leadership lease's lock key.
+func (s *Leadership) Key() string { return s.lease.Key() }
+
+// Token returns the term, for the fence.
+func (s *Leadership) Token() int64 { return s.lease.Token() }
+
+// Done is closed when the leadership ends: resigned or lost.
+func (s *Leadership) Done() <-chan struct{} { return s.lease.Done() }
+
+// Err is nil while leading, matches sqllock.ErrLockLost after a loss and
+// sqllock.ErrReleased after Resign.
+func (s *Leadership) Err() error { return s.lease.Err() }
+
+// Resign gives up the leadership; the next campaigner takes over at once.
+func (s *Leadership) Resign(ctx context.Context) error { return s.lease.Release(ctx) }
+
+// Release is Resign, for code that takes any sqllock.Lease.
+func (s *Leadership) Release(ctx context.Context) error { return s.Resign(ctx) }
+
+// Extend extends the leadership lease, as tablelock.Lease.Extend.
+func (s *Leadership) Extend(ctx context.Context, d time.Duration) error {
+	return s.lease.Extend(ctx, d)
+}

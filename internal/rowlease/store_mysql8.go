@@ -1,0 +1,87 @@
+package rowlease
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/sqllock/sqllock"
+)
+
+func init() { register(sqllock.MySQLCommon, newMySQLCommon) }
+
+// mysqlCommonStore serves the MySQL path (MySQL 8, and MariaDB when
+// chosen): MariaDB's statements without RETURNING and NEXTVAL. The take
+// draws its token with sqllock_next_token() (migration 00010) in the
+// upsert, under the row lock, and says who won through LAST_INSERT_ID: the
+// token when the row is ours, 0 when it is another's (tokens start at 1).
+// A take that inserted the row is one round trip; any other reads the row
+// in a second statement: its hold count, or its holder when refused.
+type mysqlCommonStore struct {
+	*mysqlStore
+	take1, peek string
+}
+
+func newMySQLCommon(n names, cfg Config) store {
+	base := newMySQL(n, cfg).(*mysqlStore)
+	t := n.table
+	const now = `UTC_TIMESTAMP(6)`
+	base.q.take = "" // MariaDB's, replaced by take1
+	s := &mysqlCommonStore{mysqlStore: base}
+	// The VALUES row is built (and a ticket drawn) before the duplicate is
+	// found; the update sets LAST_INSERT_ID again, last, so the client sees
+	// the outcome for the row as it left it.
+	s.take1 = `INSERT INTO ` + t + ` (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
+VALUES (?, ?, ?, 1, LAST_INSERT_ID(sqllock_next_token()), ` + now + `, ` + now + ` + INTERVAL ? MICROSECOND)
+ON DUPLICATE KEY UPDATE
+	token       = IF(expires_at <= ` + now + `, LAST_INSERT_ID(sqllock_next_token()),
+	                 IF(owner = VALUES(owner), LAST_INSERT_ID(token), token + LAST_INSERT_ID(0))),
+	hold_count  = IF(expires_at <= ` + now + `, 1, IF(owner = VALUES(owner), hold_count + 1, hold_count)),
+	acquired_at = IF(expires_at <= ` + now + `, VALUES(acquired_at), acquired_at),
+	host        = IF(expires_at <= ` + now + ` OR owner = VALUES(owner), VALUES(host), host),
+	owner       = IF(expires_at <= ` + now + `, VALUES(owner), owner),
+	expires_at  = IF(owner = VALUES(owner), GREATEST(expires_at, VALUES(expires_at)), expires_at)`
+	s.peek = `SELECT token, owner, hold_count, host, TIMESTAMPDIFF(MICROSECOND, ` + now + `, expires_at) FROM ` + t + `
+WHERE lock_key = ? AND expires_at > ` + now
+	return s
+}
+
+func (s *mysqlCommonStore) take(ctx context.Context, h handle, c Claim) (Attempt, error) {
+	res, err := h.stmts.Exec(ctx, h.DB, s.take1, c.Key, c.Owner, c.Host, micros(c.TTL))
+	if err != nil {
+		return Attempt{}, err
+	}
+	tok, err := res.LastInsertId()
+	if err != nil {
+		return Attempt{}, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return Attempt{}, err
+	}
+	if tok > 0 && n == 1 { // inserted
+		return Attempt{Won: true, Token: tok, Holds: 1}, nil
+	}
+	// Taken over or held once more (2), or refused: the row says how many
+	// holds, or who holds it and for how long.
+	a := Attempt{Remaining: -1}
+	var owner string
+	var left int64
+	err = h.queryRow(ctx, s.peek, []any{c.Key}, &a.Token, &owner, &a.Holds, &a.Host, &left)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		if tok > 0 { // ours, and expired or released since
+			return Attempt{Won: true, Token: tok, Holds: 1}, nil
+		}
+		return a, nil // freed since: the caller tries again
+	case err != nil:
+		return a, err
+	case tok > 0:
+		if owner != c.Owner || a.Token != tok {
+			a.Holds = 1 // ours, and taken over since: the lease finds out
+		}
+		return Attempt{Won: true, Token: tok, Holds: a.Holds}, nil
+	}
+	a.Remaining = remaining(left)
+	return a, nil
+}

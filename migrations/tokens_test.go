@@ -1,0 +1,104 @@
+package migrations_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/migrations"
+	"github.com/sqllock/sqllock/tablelock"
+)
+
+// Migration 00011: PostgreSQL tokens are the timeline in the high bits over
+// the sequence, above every token drawn before the migration, and a
+// sequence past 2^40 is refused rather than wrapped into a smaller token.
+// (TestFailover shows the timeline changing on a promotion.)
+func TestTokenCarriesTimeline(t *testing.T) {
+	ctx := context.Background()
+	db := testdb.Scratch(t, sqllock.Postgres)
+	p, err := migrations.NewProvider(db.DB, sqllock.Postgres)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 7); err != nil {
+		t.Fatal(err)
+	}
+	var before int64
+	for range 40 {
+		if err := db.QueryRowContext(ctx, `SELECT nextval('sqllock_fence_seq')`).Scan(&before); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := migrations.Up(ctx, db.DB, sqllock.Postgres); err != nil {
+		t.Fatal(err)
+	}
+	var tok, timeline int64
+	err = db.QueryRowContext(ctx, `SELECT sqllock_next_token(),
+		('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint`).Scan(&tok, &timeline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if timeline < 1 || tok>>40 != timeline || tok&(1<<40-1) != before+1 {
+		t.Fatalf("token %#x: want timeline %d in bits 40 and up over sequence value %d", tok, timeline, before+1)
+	}
+	if tok <= before {
+		t.Fatalf("token %d after the migration not above %d before it", tok, before)
+	}
+
+	if _, err := db.ExecContext(ctx, `SELECT setval('sqllock_fence_seq', 1099511627775)`); err != nil {
+		t.Fatal(err)
+	}
+	err = db.QueryRowContext(ctx, `SELECT sqllock_next_token()`).Scan(&tok)
+	if err == nil || !strings.Contains(err.Error(), "fencing token out of range") {
+		t.Fatalf("token past 2^40 = %d, %v; want the out of range error", tok, err)
+	}
+}
+
+// With sqllock.require_sync_replica on, a server whose commits do not wait
+// for a synchronous standby (this one has none) hands out no token, so no
+// lock: TryAcquire fails naming the key and the cause, and leaves no row.
+// The accepting side, on a primary with a synchronous standby, is
+// TestRequireSyncReplica in the failover step.
+func TestRequireSyncReplicaRefused(t *testing.T) {
+	ctx := context.Background()
+	db := testdb.Scratch(t, sqllock.Postgres)
+	if err := migrations.Up(ctx, db.DB, sqllock.Postgres); err != nil {
+		t.Fatal(err)
+	}
+	var name string
+	if err := db.QueryRowContext(ctx, `SELECT current_database()`).Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `ALTER DATABASE "`+name+`" SET sqllock.require_sync_replica = on`); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := sql.Open(db.Driver, db.DSN) // the setting applies to new sessions
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	l, err := tablelock.New(fresh, sqllock.Postgres)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	lease, err := l.TryAcquire(ctx, "nightly")
+	if err == nil {
+		lease.Release(ctx)
+		t.Fatal("lock taken on a primary without a synchronous standby")
+	}
+	var pg interface{ SQLState() string }
+	if !errors.As(err, &pg) || pg.SQLState() != "55000" || errors.Is(err, sqllock.ErrNotAcquired) ||
+		!strings.Contains(err.Error(), `"nightly"`) || !strings.Contains(err.Error(), "synchronous standby") {
+		t.Fatalf("TryAcquire = %v; want the refusal (SQLSTATE 55000) naming the key and the cause", err)
+	}
+	t.Log(err)
+	var n int
+	if err := fresh.QueryRowContext(ctx, `SELECT count(*) FROM sqllock_locks`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d lock rows after the refusal (%v), want none", n, err)
+	}
+}

@@ -1,0 +1,60 @@
+// Package rwlock is a read-write lock across processes: many readers or
+// one writer per key, with writer preference, reentrant per owner, and a
+// fencing token per grant, on PostgreSQL, MySQL/MariaDB and SQLite
+// (Curator's InterProcessReadWriteLock, on the database).
+//
+//	rw, err := rwlock.New(db, dialect, 16, tablelock.WithTTL(30*time.Second))
+//	defer rw.Close()
+//	r, err := rw.RLock(ctx, "catalog") // up to 16 readers at once
+//	defer r.Release(ctx)
+//
+// # How
+//
+// It is built on package tablelock, in the permit table of package
+// semaphore (migration 00009; another table with tablelock.WithTable). A
+// key has a writers' gate row and N reader rows (N given to New), each
+// held like a tablelock key: an owner, an expiry on the database clock
+// renewed by the holder, a token drawn by the statement that takes it.
+//
+//   - A reader passes the gate (takes and gives it back) and holds a free
+//     reader row; when all N are held it waits. Its token is its row's.
+//   - A writer takes the gate and keeps it, then takes and gives back every
+//     reader row in turn, waiting for each. While it holds the gate no
+//     reader gets past it, so once through the rows no reader is left. It
+//     holds the gate until Release.
+//
+// Writer preference follows: a writer waits only for the readers that
+// passed the gate before it, and readers arriving later wait behind it,
+// so a steady stream of readers cannot starve it. Writers queue for the
+// gate as tablelock waiters do (NOTIFY on PostgreSQL, backoff elsewhere).
+// A write costs two statements per reader row: choose N as the readers you
+// need at once, not more.
+//
+// # Tokens
+//
+// A writer's token is the last it drew, taking the reader rows after every
+// earlier reader left them: larger than every token of the readers and
+// writers before it. A reader's token, drawn after the last writer gave
+// the gate back, is larger than every earlier writer's. Readers' tokens
+// among themselves are unordered: they hold at once by design.
+//
+// # Reentrancy
+//
+// Calls whose contexts carry one owner (sqllock.WithOwner) share one hold:
+// an owner reading again, or a writer reading or writing again, gets a
+// Lease of its own at once, and the key is freed by its last Release. A
+// reader asking to write is refused with sqllock.ErrInvalidOption (it
+// would wait for itself). Without an owner every call is a hold of its
+// own.
+//
+// # Loss
+//
+// A reader or writer whose process dies frees the key when its TTL passes
+// (nothing holds a session); Close and Release free it at once. A Lease's
+// Done and Err are those of its row: the gate's for a writer, the reader
+// row's for a reader.
+//
+// The row-lock shared mode, without writer preference, is
+// rowlock.Locker.AcquireShared; PostgreSQL's shared advisory locks are
+// advisory.Locker.AcquireShared (MySQL has none: ErrUnsupported).
+package rwlock

@@ -1,0 +1,294 @@
+package rwlock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/backoff"
+	"github.com/sqllock/sqllock/internal/identity"
+	"github.com/sqllock/sqllock/semaphore"
+	"github.com/sqllock/sqllock/tablelock"
+)
+
+// DefaultTable is the table the lock rows live in: the permit table of
+// package semaphore (migration 00009), under keys no semaphore makes
+// unless its key holds the unit separator (0x1F).
+const DefaultTable = semaphore.DefaultTable
+
+// MaxReaders is the largest number of readers a key may admit at once.
+const MaxReaders = 256
+
+// sep starts the suffix of a lock row's key.
+const sep = "\x1frw:"
+
+var (
+	_ io.Closer     = (*RWLock)(nil)
+	_ sqllock.Lease = (*Lease)(nil)
+)
+
+// RWLock hands out read and write holds of keys across processes. It is
+// safe for concurrent use; Close it when done.
+type RWLock struct {
+	l       *tablelock.Locker
+	readers int
+
+	mu    sync.Mutex
+	holds map[holdKey]*hold // reentrant holds, by key and owner
+}
+
+type holdKey struct{ key, owner string }
+
+// hold is one owner's grant of a key, shared by its reentrant leases.
+type hold struct {
+	write bool
+	n     int // leases not yet released
+	token int64
+	lease *tablelock.Lease // the gate (writer) or the reader slot
+}
+
+// New returns an RWLock over db for dialect d that admits up to readers
+// readers of a key at once (more wait; a writer drains that many rows).
+// opts are tablelock's: TTL, renewal, backoff, and tablelock.WithTable for
+// another table made with tablelock.CreateTable. It does not touch the
+// database; run migrations.Up first. New never closes db.
+func New(db *sql.DB, d sqllock.Dialect, readers int, opts ...tablelock.Option) (*RWLock, error) {
+	if readers < 1 || readers > MaxReaders {
+		return nil, fmt.Errorf("rwlock: %w: %d readers (want 1 to %d)", sqllock.ErrInvalidOption, readers, MaxReaders)
+	}
+	l, err := tablelock.New(db, d, append([]tablelock.Option{tablelock.WithTable(DefaultTable)}, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("rwlock: %w", err)
+	}
+	return &RWLock{l: l, readers: readers, holds: map[holdKey]*hold{}}, nil
+}
+
+// Close ends every hold still held (as lost, like tablelock's Close) and
+// refuses later calls with sqllock.ErrClosed. It never closes the *sql.DB.
+func (rw *RWLock) Close() error { return rw.l.Close() }
+
+func gateKey(key string) string           { return key + sep + "w" }
+func slotKey(key string, slot int) string { return key + sep + "r" + strconv.Itoa(slot) }
+
+func (rw *RWLock) validate(key string) error {
+	if err := sqllock.ValidateKey(key); err != nil {
+		return err
+	}
+	if n := len(slotKey(key, rw.readers-1)); n > sqllock.MaxKeyLen {
+		return fmt.Errorf("%w: key of %d bytes leaves no room for the lock rows' suffix (at most %d)",
+			sqllock.ErrInvalidKey, len(key), len(key)-(n-sqllock.MaxKeyLen))
+	}
+	return nil
+}
+
+// RLock blocks until key is held for reading or ctx ends (then the error
+// matches sqllock.ErrNotAcquired and ctx.Err()). Readers overlap; a writer
+// holding or waiting for key makes new readers wait.
+func (rw *RWLock) RLock(ctx context.Context, key string) (*Lease, error) {
+	return rw.acquire(ctx, key, false, true)
+}
+
+// TryRLock is RLock that returns an error matching sqllock.ErrNotAcquired
+// at once when a writer holds or waits for key, or every reader row is
+// held.
+func (rw *RWLock) TryRLock(ctx context.Context, key string) (*Lease, error) {
+	return rw.acquire(ctx, key, false, false)
+}
+
+// Lock blocks until key is held for writing: no other writer and no
+// reader. From the moment it takes the writers' gate, new readers wait.
+func (rw *RWLock) Lock(ctx context.Context, key string) (*Lease, error) {
+	return rw.acquire(ctx, key, true, true)
+}
+
+// TryLock is Lock that returns an error matching sqllock.ErrNotAcquired at
+// once when a writer or a reader holds key.
+func (rw *RWLock) TryLock(ctx context.Context, key string) (*Lease, error) {
+	return rw.acquire(ctx, key, true, false)
+}
+
+func (rw *RWLock) acquire(ctx context.Context, key string, write, wait bool) (*Lease, error) {
+	op := "rlock"
+	if write {
+		op = "lock"
+	}
+	if err := rw.validate(key); err != nil {
+		return nil, fmt.Errorf("rwlock: %s %q: %w", op, key, err)
+	}
+	owner, reentrant := sqllock.OwnerFrom(ctx)
+	if reentrant {
+		hk := holdKey{key, owner}
+		rw.mu.Lock()
+		h := rw.holds[hk]
+		switch {
+		case h != nil && h.lease.Err() == nil && (h.write || !write):
+			// A writer may read too; a reader reads again.
+			h.n++
+			rw.mu.Unlock()
+			return &Lease{rw: rw, key: key, hk: hk, h: h}, nil
+		case h != nil && h.lease.Err() == nil:
+			rw.mu.Unlock()
+			return nil, fmt.Errorf("rwlock: lock %q: %w: owner %q holds it for reading; a write would wait for itself", key, sqllock.ErrInvalidOption, owner)
+		}
+		rw.mu.Unlock()
+	}
+	// The rows are taken under owners of their own: reentrancy is ours.
+	tctx := sqllock.WithOwner(ctx, identity.NewOwner())
+	var h *hold
+	var err error
+	if write {
+		h, err = rw.write(tctx, key, wait)
+	} else {
+		h, err = rw.read(tctx, key, wait)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rwlock: %s %q: %w", op, key, err)
+	}
+	s := &Lease{rw: rw, key: key, h: h}
+	if reentrant {
+		s.hk = holdKey{key, owner}
+		rw.mu.Lock()
+		rw.holds[s.hk] = h
+		rw.mu.Unlock()
+	}
+	return s, nil
+}
+
+func (rw *RWLock) take(ctx context.Context, key string, wait bool) (*tablelock.Lease, error) {
+	var l sqllock.Lease
+	var err error
+	if wait {
+		l, err = rw.l.Acquire(ctx, key)
+	} else {
+		l, err = rw.l.TryAcquire(ctx, key)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return l.(*tablelock.Lease), nil
+}
+
+// read passes the writers' gate (held by a writer from the start of its
+// wait: writer preference), takes a free reader row, and gives the gate
+// back. The reader's token is its row's, drawn once the row is held.
+func (rw *RWLock) read(ctx context.Context, key string, wait bool) (*hold, error) {
+	gate, err := rw.take(ctx, gateKey(key), wait)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = gate.Release(context.WithoutCancel(ctx)) }()
+	bo := backoff.Exp{Min: time.Millisecond, Max: 50 * time.Millisecond}
+	for {
+		first := rand.IntN(rw.readers)
+		for i := range rw.readers {
+			slot, err := rw.take(ctx, slotKey(key, (first+i)%rw.readers), false)
+			switch {
+			case err == nil:
+				return &hold{n: 1, token: slot.Token(), lease: slot}, nil
+			case !errors.Is(err, sqllock.ErrNotAcquired) || ctx.Err() != nil:
+				return nil, err
+			}
+		}
+		if !wait {
+			return nil, fmt.Errorf("%w: all %d reader rows held", sqllock.ErrNotAcquired, rw.readers)
+		}
+		if err := backoff.Sleep(ctx, bo.Next()); err != nil {
+			return nil, errors.Join(sqllock.ErrNotAcquired, err)
+		}
+	}
+}
+
+// write takes the writers' gate, which keeps new readers out, then takes
+// and gives back every reader row in turn: once through, no reader is
+// left (a dead reader's row comes back after its TTL). The token is the
+// last drawn, after every earlier reader ended: larger than all of
+// theirs, and than every earlier writer's.
+func (rw *RWLock) write(ctx context.Context, key string, wait bool) (*hold, error) {
+	gate, err := rw.take(ctx, gateKey(key), wait)
+	if err != nil {
+		return nil, err
+	}
+	token := gate.Token()
+	for i := range rw.readers {
+		slot, err := rw.take(ctx, slotKey(key, i), wait)
+		if err != nil {
+			_ = gate.Release(context.WithoutCancel(ctx))
+			return nil, err
+		}
+		token = max(token, slot.Token())
+		if err := slot.Release(ctx); err != nil {
+			_ = gate.Release(context.WithoutCancel(ctx))
+			return nil, err
+		}
+	}
+	return &hold{write: true, n: 1, token: token, lease: gate}, nil
+}
+
+// Lease is one read or write hold of a key. Reentrant calls of one owner
+// get Leases of their own over one hold, freed when the last is released.
+type Lease struct {
+	rw       *RWLock
+	key      string
+	hk       holdKey // zero without an owner
+	h        *hold
+	released bool
+}
+
+// Key returns the key held.
+func (s *Lease) Key() string { return s.key }
+
+// Write reports whether this is a write hold.
+func (s *Lease) Write() bool { return s.h.write }
+
+// Token returns the hold's fencing token: a writer's is larger than every
+// token of the readers and writers that held the key before it, and a
+// reader's larger than every earlier writer's.
+func (s *Lease) Token() int64 { return s.h.token }
+
+// Done is closed when the hold is released or lost.
+func (s *Lease) Done() <-chan struct{} { return s.h.lease.Done() }
+
+// Err is nil while held, matches sqllock.ErrLockLost after a loss and
+// sqllock.ErrReleased after this Lease's Release.
+func (s *Lease) Err() error {
+	s.rw.mu.Lock()
+	released := s.released
+	s.rw.mu.Unlock()
+	if err := s.h.lease.Err(); err != nil || !released {
+		return err
+	}
+	return fmt.Errorf("rwlock: %q: %w", s.key, sqllock.ErrReleased)
+}
+
+// Release gives this Lease back; the hold ends with its owner's last.
+// A second call returns sqllock.ErrReleased.
+func (s *Lease) Release(ctx context.Context) error {
+	rw := s.rw
+	rw.mu.Lock()
+	if s.released {
+		rw.mu.Unlock()
+		return fmt.Errorf("rwlock: release %q: %w", s.key, sqllock.ErrReleased)
+	}
+	s.released = true
+	s.h.n--
+	last := s.h.n == 0
+	if last && s.hk != (holdKey{}) && rw.holds[s.hk] == s.h {
+		delete(rw.holds, s.hk)
+	}
+	rw.mu.Unlock()
+	if !last {
+		// The hold goes on for the owner's other Leases; a loss is told.
+		if err := s.h.lease.Err(); err != nil && !errors.Is(err, sqllock.ErrReleased) {
+			return err
+		}
+		return nil
+	}
+	return s.h.lease.Release(ctx)
+}

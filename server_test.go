@@ -1,0 +1,110 @@
+package sqllock_test
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/locktest"
+	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/migrations"
+	"github.com/sqllock/sqllock/tablelock"
+)
+
+// The flavour is read from the server, not the driver: MariaDB keeps its
+// own path unless MySQLCommon is asked for.
+func TestDetectServerMariaDB(t *testing.T) {
+	db := testdb.Open(t, testdb.MySQL())
+	ctx := context.Background()
+	srv, err := sqllock.DetectServer(ctx, db.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("server %q (%q), galera %v, cluster size %d", srv.Version, srv.Comment, srv.Galera, srv.ClusterSize)
+	if !srv.MariaDB || srv.Dialect() != sqllock.MySQL || srv.MultiWriter() {
+		t.Fatalf("DetectServer = %+v on the test MariaDB; want MariaDB, dialect MySQL, one writer", srv)
+	}
+	for in, want := range map[sqllock.Dialect]sqllock.Dialect{
+		sqllock.MySQL: sqllock.MySQL, sqllock.MySQLCommon: sqllock.MySQLCommon,
+	} {
+		if got, err := sqllock.ServerDialect(ctx, db.DB, in); err != nil || got != want {
+			t.Errorf("ServerDialect(%v) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	if (sqllock.Server{Version: "8.4.3", Comment: "MySQL Community Server - GPL"}).Dialect() != sqllock.MySQLCommon {
+		t.Error("a MySQL server does not get the MySQL path")
+	}
+}
+
+// TestMySQL8 runs against a real MySQL 8 when SQLLOCK_MYSQL8_DSN names
+// one. No MySQL 8 can be installed on the CI machines, so there it skips,
+// loudly; the full suite on MySQL 8 is .ci/step-mysql-common.
+func TestMySQL8(t *testing.T) {
+	dsn := os.Getenv(testdb.EnvMySQL8)
+	if dsn == "" {
+		t.Skip("NOT RUN: SQLLOCK_MYSQL8_DSN is unset, so nothing ran against a real MySQL 8 " +
+			"(none can be installed here); the MySQL path was tested on MariaDB only (SQLLOCK_MYSQL_COMMON=1)")
+	}
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv, err := sqllock.DetectServer(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("server %q (%q)", srv.Version, srv.Comment)
+	d, err := sqllock.ServerDialect(ctx, db, sqllock.MySQL)
+	if err != nil || d != sqllock.MySQLCommon || srv.MariaDB {
+		t.Fatalf("ServerDialect on %s = %v, %v; want MySQLCommon", srv.Version, d, err)
+	}
+	if err := migrations.Up(ctx, db, d); err != nil {
+		t.Fatal(err)
+	}
+	l, err := tablelock.New(db, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	key := locktest.Key(t)
+	a, err := l.Acquire(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := l.Acquire(ctx, key+"/2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Token() <= a.Token() {
+		t.Errorf("tokens %d then %d: not increasing", a.Token(), b.Token())
+	}
+	_ = a.Release(ctx)
+	_ = b.Release(ctx)
+}
+
+// A database without the migrations: the MySQL path says to run them, and
+// writes nothing.
+func TestCommonPathNeedsMigrations(t *testing.T) {
+	db := testdb.Scratch(t, sqllock.MySQLCommon)
+	ctx := context.Background()
+	l, err := tablelock.New(db.DB, sqllock.MySQLCommon)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, err = l.TryAcquire(ctx, "k")
+	if err == nil || !strings.Contains(err.Error(), "migrations.Up") || !strings.Contains(err.Error(), `"k"`) {
+		t.Fatalf("TryAcquire on a database never migrated = %v; want an error naming the key and saying to run migrations.Up", err)
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()").Scan(&n); err != nil || n != 0 {
+		t.Errorf("%d tables after the refused acquire (%v); want none", n, err)
+	}
+}
