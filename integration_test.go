@@ -86,11 +86,15 @@ func TestChild(t *testing.T) {
 		}
 		fmt.Printf("HELD %d\n", lease.Token())
 		for step := 0; ; step++ {
+			// The stamp is taken before the check: a pause between a check
+			// and the work it allowed cannot be seen by any lock (fencing is
+			// for that), but a check begun after the pause must fail.
+			checked := time.Now().UnixMicro()
 			if err := lease.Err(); err != nil {
 				fmt.Printf("LOST %v\n", errors.Is(err, sqllock.ErrLockLost))
 				return
 			}
-			fmt.Printf("WORK %d %d\n", step, time.Now().UnixMicro())
+			fmt.Printf("WORK %d %d\n", step, checked)
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
@@ -286,8 +290,8 @@ func TestPausedHolderLearnsOfLossOnResume(t *testing.T) {
 		if len(lines) == 0 || lines[len(lines)-1] != "LOST true" {
 			t.Fatalf("paused holder did not report ErrLockLost; its output: %q", lines)
 		}
-		// No WORK step may be stamped after the pause began: a step after the
-		// resume would have run while the new holder held the key.
+		// No check begun after the pause began may have passed: such a step
+		// would have run while the new holder held the key.
 		for _, line := range lines {
 			var step, at int64
 			if n, _ := fmt.Sscanf(line, "WORK %d %d", &step, &at); n == 2 && time.UnixMicro(at).After(stopped) {

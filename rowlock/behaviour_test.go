@@ -143,7 +143,10 @@ func waiting(t testing.TB, db *testdb.DB, table string) int {
 	if db.Dialect == sqllock.Postgres {
 		q = `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%` + table + `%' AND pid <> pg_backend_pid()`
 	} else {
-		q = `SELECT count(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE '%` + table + `%' AND ID <> CONNECTION_ID() AND COMMAND <> 'Sleep'`
+		// A locking read of the table: a statement that merely names it
+		// may be one an Acquire runs before it can wait.
+		q = `SELECT count(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE '%` + table + `%'
+			AND (INFO LIKE '%FOR UPDATE%' OR INFO LIKE '%SHARE%') AND ID <> CONNECTION_ID() AND COMMAND <> 'Sleep'`
 	}
 	var n int
 	if err := db.QueryRowContext(context.Background(), q).Scan(&n); err != nil {
