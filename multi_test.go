@@ -304,7 +304,8 @@ func TestAcquireOneByOneDeadlocks(t *testing.T) {
 		ctx, w := ctxFor(t), newWorkload(t)
 		var graph waitGraph
 		lockers := []sqllock.Locker{tg.new(t, db), tg.new(t, db)}
-		limit := time.Now().Add(3 * time.Second)
+		// Long enough for a loaded machine: the first deadlock ends it.
+		limit := time.Now().Add(30 * time.Second)
 		var deadlocks, dbDeadlocks, slow, rounds atomic.Int64
 		// Stop at the first deadlock: it is what the test is after.
 		over := func() bool { return deadlocks.Load()+dbDeadlocks.Load() > 0 || time.Now().After(limit) }

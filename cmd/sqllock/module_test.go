@@ -57,8 +57,15 @@ import (
 func main() { fmt.Println("lock table:", tablelock.DefaultTable) }
 `)
 	gobin := t.TempDir()
-	// Offline: every module the command needs is in the module cache,
-	// since this repository's own build needed it.
+	// A build loads only the pruned module graph; a user's module also
+	// needs the go.mod files behind dependencies without pruning (stdr's
+	// logr). Listing the whole graph here puts them in the module cache.
+	list := exec.Command(goTool, "list", "-m", "all")
+	list.Dir = root
+	if out, err := list.CombinedOutput(); err != nil {
+		t.Fatalf("go list -m all: %v\n%s", err, out)
+	}
+	// Then offline: every module the command needs is in the cache.
 	// The go command's defaults otherwise (-mod=readonly: go.sum changes
 	// only through go get), as in a user's shell.
 	env := append(os.Environ(), "GOFLAGS=-buildvcs=false", "GOPROXY=off", "GOSUMDB=off", "GOWORK=off", "GOTOOLCHAIN=local", "GOBIN="+gobin, "SQLLOCK_DSN=")
