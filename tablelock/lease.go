@@ -131,6 +131,9 @@ func (s *Lease) Extend(ctx context.Context, d time.Duration) error {
 func (s *Lease) free(ctx context.Context, lost error) error {
 	h, l := s.h, s.h.l
 	last := h.detach(s)
+	if last {
+		h.settle()
+	}
 	if lost != nil && l.isClosed() {
 		return nil // Close freed the row
 	}
@@ -223,7 +226,7 @@ func (h *hold) detach(s *Lease) bool {
 // gate costs two statements on the gate session, which holds released at
 // once (most holds under load) would pay for nothing, and a waiter that
 // finds a younger holder polls, as without gates (see blockFor).
-const gateAfter = time.Millisecond
+const gateAfter = 2 * time.Millisecond
 
 // arm asks for the hold's gate, unless it ended first.
 func (h *hold) arm() {
@@ -232,6 +235,17 @@ func (h *hold) arm() {
 	if h.gated && !h.armed {
 		h.armed = true
 		h.l.gate.Arm(h.id.key) // under h.mu: never after its Disarm
+	}
+}
+
+// settle cancels the hold's gate if it was not asked for yet: the hold
+// ends now, and its release is no reason to take a gate.
+func (h *hold) settle() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.gated && !h.armed {
+		h.gated = false
+		h.arming.Stop()
 	}
 }
 
