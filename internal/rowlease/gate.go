@@ -301,12 +301,12 @@ func (g *Gate) Wait(ctx context.Context, key string, d time.Duration) (bool, err
 		err error
 	}
 	done := make(chan result, 1)
+	// Not ctx: the driver would close the socket, which a statement
+	// waiting for a named lock does not notice. The timeout is a backstop;
+	// the server's own (d) ends the wait first.
+	sctx, scancel := context.WithTimeout(context.Background(), d+lease.ReleaseTimeout)
+	defer scancel()
 	go func() {
-		// Not ctx: the driver would close the socket, which a statement
-		// waiting for a named lock does not notice. The timeout is a
-		// backstop; the server's own (d) ends the wait first.
-		sctx, cancel := context.WithTimeout(context.Background(), d+lease.ReleaseTimeout)
-		defer cancel()
 		var got, let sql.NullInt64
 		err := conn.QueryRowContext(sctx, g.q.wait, name, d.Seconds(), name).Scan(&got, &let)
 		done <- result{got.Int64 == 1, err}
@@ -325,7 +325,10 @@ func (g *Gate) Wait(ctx context.Context, key string, d time.Duration) (bool, err
 	_, kerr := g.db.ExecContext(kctx, fmt.Sprintf(g.q.kill, id))
 	cancel()
 	if kerr != nil {
-		g.log.Warn("sqllock: could not interrupt a gate wait; it ends by its own timeout", "error", kerr.Error())
+		// Return now rather than at the wait's timeout: the driver drops
+		// the socket, and the server ends the statement at its timeout.
+		g.log.Warn("sqllock: could not interrupt a gate wait; the server ends it at its timeout", "error", kerr.Error())
+		scancel()
 	}
 	<-done
 	// Killed, or about to finish: the session may still carry the kill or
