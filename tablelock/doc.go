@@ -63,7 +63,8 @@
 //
 // # Waiting
 //
-// A blocked [Locker.Acquire] holds no connection between its tries. The
+// A blocked [Locker.Acquire] holds no connection between its tries, but
+// for the gate wait on MariaDB below. The
 // waiters of a key in one Locker queue in arrival order, and a release
 // through the Locker wakes the first of them at once; a cancelled waiter
 // passes its wake-up on. Releases in other processes reach a waiter as
@@ -85,7 +86,32 @@
 //     only the mark. A claim that finds another owner's live row already
 //     marked only reads: no row lock, no write, like a raw poller's
 //     INSERT ... ON CONFLICT DO NOTHING.
-//   - MySQL/MariaDB and SQLite: waiters poll with exponential backoff and
+//   - MariaDB: the waiter blocks in the server. A Locker keeps a gate for
+//     each key it has held for 2ms or more: a named lock (GET_LOCK, named
+//     by a digest of the table and key, so that MariaDB's case-blind lock
+//     names cannot merge two keys) on one session of its own, let go of
+//     only after the release committed. The first waiter of a key in a
+//     Locker, once its refused claim shows a holder old enough to keep a
+//     gate, waits for it in the server, up to the holder's remaining
+//     lease, and the server wakes it when the holder lets go; it then
+//     claims the row as ever. The row stays the only truth: a gate says
+//     "look again", never "yours", so a holder whose gate session died
+//     still holds by its row, and a waiter let through a gate nobody keeps
+//     finds the key held and polls as below before it blocks again. Holds
+//     released within 2ms take no gate (under load most are, and a gate
+//     costs two statements); their waiters poll. Sessions: one per Locker
+//     for all its gates, while it holds a key and 2s after; one per key
+//     waited for, per Locker, at most 4 at once, while its first waiter
+//     blocks. A pool capped by SetMaxOpenConns gets gates only with room
+//     for them: the gate session from a cap of 4, a wait per two
+//     connections above 4. A wait that ends early (its context, a wake-up
+//     in this process, [Locker.Close]) is killed on the server (KILL
+//     QUERY) and its session discarded, so no statement is left waiting.
+//     [WithNotify](false) turns gates off. The MySQL path
+//     ([sqllock.MySQLCommon]) has none: a Galera node's named locks are its
+//     own.
+//   - MySQL path and SQLite, and MariaDB waiters without a gate to wait
+//     on: waiters poll with exponential backoff and
 //     jitter, capped by [WithMaxBackoff] (100ms); the first in the queue
 //     polls from the bottom of the range, the others at the cap. On SQLite
 //     a poll reads before it writes, so pollers do not queue for the single
@@ -127,7 +153,7 @@
 //     short, and [sqllock.Do] cancels it. The leases end before their keys
 //     are freed, so no one else holds a key while its old holder still
 //     believes it does.
-//   - The renewals and the listener stop, the give-backs of cancelled
+//   - The renewals, the listener and the gates stop, the give-backs of cancelled
 //     Acquires finish, and the prepared statements are closed before Close
 //     returns.
 //   - The *sql.DB is the caller's: Close never closes it.

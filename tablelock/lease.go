@@ -35,6 +35,9 @@ type hold struct {
 	leases   map[*Lease]struct{}
 	lost     bool
 	stopped  bool
+	gated    bool        // its key's gate is wanted (Locker.gate), until ungate
+	armed    bool        // and was asked for, gateAfter into the hold
+	arming   *time.Timer // asks for it
 }
 
 // Lease is a held row of the lock table.
@@ -127,12 +130,18 @@ func (s *Lease) Extend(ctx context.Context, d time.Duration) error {
 // free is Release's own work: drop the hold, and give its row back.
 func (s *Lease) free(ctx context.Context, lost error) error {
 	h, l := s.h, s.h.l
-	h.detach(s)
+	last := h.detach(s)
+	if last {
+		h.settle()
+	}
 	if lost != nil && l.isClosed() {
 		return nil // Close freed the row
 	}
 	err := l.tbl.Release(ctx, s.Key(), s.owner, s.Token(), 0)
 	l.waiters.Signal(s.Key())
+	if last {
+		h.ungate() // after the release committed: a waiter let through finds the key free
+	}
 	switch {
 	case lost != nil:
 		return nil // the loss is the answer
@@ -185,6 +194,10 @@ func (l *Locker) newLease(ctx context.Context, key, owner string, a rowlease.Att
 		leases: map[*Lease]struct{}{s: {}},
 	}
 	h.ctx, h.stop = context.WithCancel(context.Background())
+	if l.gate != nil {
+		h.gated = true
+		h.arming = time.AfterFunc(gateAfter, h.arm)
+	}
 	l.holds[id] = h
 	l.renewers.Add(1)
 	l.mu.Unlock()
@@ -194,8 +207,8 @@ func (l *Locker) newLease(ctx context.Context, key, owner string, a rowlease.Att
 }
 
 // detach removes a released lease from its hold, and ends the hold with
-// its last lease.
-func (h *hold) detach(s *Lease) {
+// its last lease; it reports whether it was the last.
+func (h *hold) detach(s *Lease) bool {
 	h.mu.Lock()
 	delete(h.leases, s)
 	last := len(h.leases) == 0
@@ -205,6 +218,49 @@ func (h *hold) detach(s *Lease) {
 	h.mu.Unlock()
 	if last {
 		h.forget()
+	}
+	return last
+}
+
+// gateAfter is how long a hold lasts before it asks for its key's gate: a
+// gate costs two statements on the gate session, which holds released at
+// once (most holds under load) would pay for nothing, and a waiter that
+// finds a younger holder polls, as without gates (see blockFor).
+const gateAfter = 2 * time.Millisecond
+
+// arm asks for the hold's gate, unless it ended first.
+func (h *hold) arm() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.gated && !h.armed {
+		h.armed = true
+		h.l.gate.Arm(h.id.key) // under h.mu: never after its Disarm
+	}
+}
+
+// settle cancels the hold's gate if it was not asked for yet: the hold
+// ends now, and its release is no reason to take a gate.
+func (h *hold) settle() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.gated && !h.armed {
+		h.gated = false
+		h.arming.Stop()
+	}
+}
+
+// ungate lets go of the hold's gate, once: the row is free, or no longer
+// this holder's.
+func (h *hold) ungate() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.gated {
+		return
+	}
+	h.gated = false
+	h.arming.Stop()
+	if h.armed {
+		h.l.gate.Disarm(h.id.key)
 	}
 }
 
@@ -252,6 +308,9 @@ func (h *hold) lose(cause string, warn bool) {
 	h.halt()
 	h.mu.Unlock()
 	h.forget()
+	if !h.l.isClosed() {
+		h.ungate() // Close lets go of every gate after freeing the rows
+	}
 	if warn {
 		h.l.cfg.logger.Warn("tablelock: lease lost", telemetry.AttrKey, h.id.key, telemetry.AttrToken, h.token, telemetry.AttrCause, telemetry.Cause(cause), telemetry.LogError, cause)
 	}

@@ -35,6 +35,7 @@ type Locker struct {
 	host    string
 	waiters *waitq.Queue
 	ln      *rowlease.Listener // nil unless the dialect announces releases and WithNotify is on
+	gate    *rowlease.Gate     // nil unless the dialect gates keys (MariaDB) and WithNotify is on
 	done    chan struct{}      // closed by Close
 	tel     *telemetry.T
 
@@ -81,6 +82,7 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
 	l.cfg.logger = telemetry.Logger(cfg.logger, "tablelock", d.String())
 	if cfg.notify {
 		l.ln = tbl.Listener(waiters, cfg.logger)
+		l.gate = tbl.Gate(cfg.logger)
 	}
 	return l, nil
 }
@@ -142,6 +144,7 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ sqllock.
 		Listening: listening,
 		Backoff:   backoff.Exp{Min: time.Millisecond, Max: l.cfg.maxBackoff},
 		Closed:    l.done,
+		Block:     l.blockFor(key, &last),
 		Try: func(ctx context.Context, t waitloop.Turn) (waitloop.Result, error) {
 			// A queued first try, or one woken by a release, expects the
 			// key free.
@@ -189,6 +192,36 @@ func (l *Locker) try(ctx context.Context, c rowlease.Claim) (*Lease, rowlease.At
 	_ = l.tbl.Release(ctx, c.Key, c.Owner, a.Token, 0)
 	l.waiters.Signal(c.Key)
 	return nil, a, errClosed
+}
+
+// blockFor returns the waitloop.Spec.Block of an Acquire of key: a wait
+// on the key's gate, where the Locker has gates; last is the Acquire's
+// last refused try. A key this Locker holds is left to the wake-ups of
+// this process, and a holder younger than gateAfter (and the round trip
+// that takes its gate) to polling: it may keep no gate yet.
+func (l *Locker) blockFor(key string, last *rowlease.Attempt) func(context.Context, time.Duration) (bool, bool) {
+	if l.gate == nil {
+		return nil
+	}
+	return func(ctx context.Context, d time.Duration) (bool, bool) {
+		if last.HeldFor < gateAfter+gateAfter/2 || l.holdingKey(key) {
+			return false, false
+		}
+		got, err := l.gate.Wait(ctx, key, d)
+		return got, err == nil
+	}
+}
+
+// holdingKey reports whether any owner holds key through this Locker.
+func (l *Locker) holdingKey(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id := range l.holds {
+		if id.key == key {
+			return true
+		}
+	}
+	return false
 }
 
 // isClosed reports whether Close has been called.
@@ -276,6 +309,9 @@ func (l *Locker) Close() error {
 			errs = append(errs, fmt.Errorf("free %q: %w", h.id.key, err))
 		}
 		l.waiters.Signal(h.id.key)
+	}
+	if l.gate != nil {
+		l.gate.Close() // after the rows: its gates let the waiters through
 	}
 	errs = append(errs, l.tbl.Close())
 	if err := errors.Join(errs...); err != nil {

@@ -119,7 +119,9 @@ func WithMaxBackoff(d time.Duration) Option {
 // another process frees its key. It needs the pgx stdlib driver; with
 // another driver waiters fall back to backoff. Either way, the statements
 // that free a key (Release, ReleaseKey, ForceRelease, Close, the reaper)
-// announce it, so that other Lockers' waiters hear of it.
+// announce it, so that other Lockers' waiters hear of it. On MariaDB it
+// turns the Locker's gates on or off (see Waiting in the package doc):
+// off, it keeps no gate session and its waiters poll.
 func WithNotify(on bool) Option {
 	return func(c *config) error {
 		c.notify, c.notifyOn = on, on

@@ -161,6 +161,9 @@ type Attempt struct {
 	// Remaining is how long the holder's row stays taken, when not won;
 	// negative when unknown.
 	Remaining time.Duration
+	// HeldFor is how long the holder has held the row, when not won and
+	// the dialect tells (where it has gates); 0 otherwise.
+	HeldFor time.Duration
 }
 
 // Take runs one take of c.Key: the row is taken when it is free or

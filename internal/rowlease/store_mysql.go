@@ -15,13 +15,27 @@ func init() { register(sqllock.MySQL, newMySQL) }
 // sqllock_fence_seq, and positional arguments.
 type mysqlStore struct {
 	statements
-	q struct{ take, renew, held, release, releaseOwner, forceRelease, audit, reap string }
+	q     struct{ take, renew, held, release, releaseOwner, forceRelease, audit, reap string }
+	table string  // the table's name as configured, for gate names
+	gates gateSQL // empty where the server's named locks do not serve (the MySQL path)
 }
 
-func newMySQL(n names, _ Config) store {
+func newMySQL(n names, cfg Config) store {
 	t := n.table
 	const now = `UTC_TIMESTAMP(6)`
-	s := &mysqlStore{}
+	s := &mysqlStore{table: cfg.Table}
+	// Gates are named locks; one session keeps many (MariaDB 10.0.2 on),
+	// and a wait takes fractional seconds. The waiter lets go of the gate
+	// in the statement that got it, so it never keeps a holder's Locker
+	// from taking it again.
+	s.gates = gateSQL{
+		arm:    `SELECT GET_LOCK(?, 0)`,
+		disarm: `DO RELEASE_LOCK(?)`,
+		all:    `DO RELEASE_ALL_LOCKS()`,
+		wait:   `SELECT GET_LOCK(?, ?), RELEASE_LOCK(?)`,
+		connID: `SELECT CONNECTION_ID()`,
+		kill:   `KILL QUERY %d`,
+	}
 	// ON DUPLICATE KEY UPDATE assigns left to right and later clauses see
 	// earlier ones, so owner and expires_at, which the conditions read,
 	// come last. NEXTVAL in the update runs under the row lock.
@@ -34,7 +48,8 @@ ON DUPLICATE KEY UPDATE
 	host        = IF(expires_at <= ` + now + ` OR owner = VALUES(owner), VALUES(host), host),
 	owner       = IF(expires_at <= ` + now + `, VALUES(owner), owner),
 	expires_at  = IF(owner = VALUES(owner), GREATEST(expires_at, VALUES(expires_at)), expires_at)
-RETURNING owner, token, hold_count, host, TIMESTAMPDIFF(MICROSECOND, ` + now + `, expires_at)`
+RETURNING owner, token, hold_count, host, TIMESTAMPDIFF(MICROSECOND, ` + now + `, expires_at),
+	TIMESTAMPDIFF(MICROSECOND, acquired_at, ` + now + `)`
 	// The UPDATEs name the key's row through the primary key, never the
 	// expires_at index (which MariaDB prefers when few rows are live): a
 	// statement then waits for the row lock of a take still in flight, and
@@ -82,12 +97,15 @@ FROM ` + t + ` WHERE expires_at > ` + now + ` ORDER BY lock_key`
 func (s *mysqlStore) take(ctx context.Context, h handle, c Claim) (Attempt, error) {
 	var a Attempt
 	var owner string
-	var left int64
-	err := h.queryRow(ctx, s.q.take, []any{c.Key, c.Owner, c.Host, micros(c.TTL)}, &owner, &a.Token, &a.Holds, &a.Host, &left)
+	var left, held int64
+	err := h.queryRow(ctx, s.q.take, []any{c.Key, c.Owner, c.Host, micros(c.TTL)}, &owner, &a.Token, &a.Holds, &a.Host, &left, &held)
 	// The row as the upsert left it: ours if it names us (owners are
 	// varbinary, compared byte for byte here as there).
 	a.Won = owner == c.Owner
 	a.Remaining = remaining(left)
+	if !a.Won {
+		a.HeldFor = remaining(held)
+	}
 	return a, err
 }
 
@@ -125,3 +143,7 @@ func (s *mysqlStore) audit(ctx context.Context, tx *sql.Tx, key string, token in
 func (s *mysqlStore) reap(ctx context.Context, db *sql.DB, grace time.Duration, batch int) (int64, error) {
 	return execReap(ctx, db, s.q.reap, grace, batch)
 }
+
+func (s *mysqlStore) gateName(key string) string { return GateName(s.table, key) }
+
+func (s *mysqlStore) gateStatements() gateSQL { return s.gates }

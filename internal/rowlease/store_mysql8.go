@@ -27,6 +27,9 @@ func newMySQLCommon(n names, cfg Config) store {
 	t := n.table
 	const now = `UTC_TIMESTAMP(6)`
 	base.q.take = "" // MariaDB's, replaced by take1
+	// No gates on this path: on a Galera node named locks are the node's
+	// alone, and MySQL 8's named-lock waits are not measured here.
+	base.gates = gateSQL{}
 	s := &mysqlCommonStore{mysqlStore: base}
 	// The VALUES row is built (and a ticket drawn) before the duplicate is
 	// found; the update sets LAST_INSERT_ID again, last, so the client sees

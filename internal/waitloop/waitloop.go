@@ -76,6 +76,14 @@ type Spec struct {
 	Closed <-chan struct{}
 	// Try makes one attempt.
 	Try func(ctx context.Context, t Turn) (Result, error)
+	// Block, when set, waits in the server, up to d, for the holder of
+	// the key to let go (a gate: see rowlease.Gate), instead of the pause,
+	// for the head of the queue when a refused try could tell how long
+	// the holder's claim lasts. It reports whether it was let through
+	// (got) before d passed; ok is false when it could not block, and the
+	// waiter pauses instead. It must return soon after ctx ends, leaving
+	// nothing waiting in the server.
+	Block func(ctx context.Context, d time.Duration) (got, ok bool)
 }
 
 // Run makes tries until one wins (nil), the context ends (ctx.Err()), a
@@ -96,6 +104,7 @@ func Run(ctx context.Context, s Spec) error {
 	woke := false
 	leave := func(acquired bool) { s.Queue.Leave(s.Key, wt, acquired, woke) }
 	e := s.Backoff
+	passed := false // the last Block got the gate
 	for tries := 0; ; {
 		wake, got := s.Queue.Rearm(wt)
 		woke = woke || got
@@ -129,7 +138,23 @@ func Run(ctx context.Context, s Spec) error {
 		if !s.Wait {
 			return ErrRefused
 		}
-		t := time.NewTimer(pause(&s, &e, r, s.Queue.First(s.Key, wt)))
+		head := s.Queue.First(s.Key, wt)
+		// A gate got at once and a refusal after it: nobody keeps the
+		// gate (its holder's Locker has none, or has not taken it yet), so
+		// this round pauses; the next blocks again.
+		if s.Block != nil && head && r.Remaining > 0 && !(err == nil && passed) {
+			got, ok, ended := block(ctx, &s, wake, r.Remaining)
+			if ended {
+				leave(false)
+				return ctx.Err()
+			}
+			if ok {
+				passed = got
+				continue
+			}
+		}
+		passed = false
+		t := time.NewTimer(pause(&s, &e, r, head))
 		select {
 		case <-wake:
 		case <-t.C:
@@ -141,6 +166,33 @@ func Run(ctx context.Context, s Spec) error {
 		}
 		t.Stop()
 	}
+}
+
+// block runs s.Block for up to the holder's remaining claim (plus jitter,
+// as the listening pause), ending it early on a wake-up in this process,
+// the Locker closing or ctx. ended: ctx ended.
+func block(ctx context.Context, s *Spec, wake <-chan struct{}, remaining time.Duration) (got, ok, ended bool) {
+	bctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type res struct{ got, ok bool }
+	done := make(chan res, 1)
+	go func() {
+		g, k := s.Block(bctx, remaining+time.Millisecond+rand.N(2*time.Millisecond))
+		done <- res{g, k}
+	}()
+	select {
+	case r := <-done:
+		return r.got, r.ok, false
+	case <-wake:
+	case <-s.Closed:
+	case <-ctx.Done():
+	}
+	cancel()
+	<-done // Block leaves nothing waiting in the server
+	if ctx.Err() != nil {
+		return false, false, true
+	}
+	return false, true, false
 }
 
 // pause is how long a refused waiter waits before its next try unless

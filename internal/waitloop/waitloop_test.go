@@ -206,3 +206,115 @@ func TestPause(t *testing.T) {
 		t.Fatalf("behind the head: pause %v, want the cap", d)
 	}
 }
+
+// heldFor is a try on a key held by another for an hour: the refusal
+// tells how long the claim lasts, so the head of the queue may block.
+func heldFor(l *lock) func(context.Context, Turn) (Result, error) {
+	return func(ctx context.Context, t Turn) (Result, error) {
+		r, err := l.try(ctx, t)
+		if !r.Won {
+			r.Remaining = time.Hour
+		}
+		return r, err
+	}
+}
+
+// TestBlockLetsThrough: a waiter blocked in Block tries again as soon as
+// Block lets it through; polling (an hour) could not wake it in time.
+func TestBlockLetsThrough(t *testing.T) {
+	q := waitq.New(waitq.Coalesce)
+	l := lock{held: true}
+	gate := make(chan struct{})
+	blocked := make(chan struct{}, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(context.Background(), Spec{Queue: q, Key: "k", Wait: true, Backoff: slow, Try: heldFor(&l),
+			Block: func(ctx context.Context, d time.Duration) (bool, bool) {
+				if d < time.Hour {
+					t.Errorf("Block for %v, want the holder's remaining hour at least", d)
+				}
+				blocked <- struct{}{}
+				select {
+				case <-gate:
+					return true, true
+				case <-ctx.Done():
+					return false, true
+				}
+			}})
+	}()
+	<-blocked
+	l.mu.Lock()
+	l.held = false
+	l.mu.Unlock()
+	close(gate)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the waiter was not let through by Block")
+	}
+}
+
+// TestBlockEndsWithContext: a cancelled waiter ends its Block before Run
+// returns, so nothing is left waiting in the server.
+func TestBlockEndsWithContext(t *testing.T) {
+	q := waitq.New(waitq.Coalesce)
+	l := lock{held: true}
+	var ended atomic.Bool
+	blocked := make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Spec{Queue: q, Key: "k", Wait: true, Backoff: slow, Try: heldFor(&l),
+			Block: func(bctx context.Context, d time.Duration) (bool, bool) {
+				blocked <- struct{}{}
+				<-bctx.Done()
+				time.Sleep(10 * time.Millisecond) // the kill's round trip
+				ended.Store(true)
+				return false, true
+			}})
+	}()
+	<-blocked
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v, want context.Canceled", err)
+	}
+	if !ended.Load() {
+		t.Fatal("Run returned before its Block ended")
+	}
+}
+
+// TestBlockPassedAtOncePauses: a Block that lets the waiter through while
+// the key stays held (nobody keeps the gate) is followed by a pause, not
+// by another Block at once: a waiter never spins on an unkept gate.
+func TestBlockPassedAtOncePauses(t *testing.T) {
+	q := waitq.New(waitq.Coalesce)
+	l := lock{held: true}
+	var blocks, tries atomic.Int32
+	second := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	try := heldFor(&l)
+	go func() {
+		done <- Run(ctx, Spec{Queue: q, Key: "k", Wait: true, Backoff: slow,
+			Try: func(ctx context.Context, t Turn) (Result, error) {
+				if tries.Add(1) == 2 {
+					close(second)
+				}
+				return try(ctx, t)
+			},
+			Block: func(context.Context, time.Duration) (bool, bool) {
+				blocks.Add(1)
+				return true, true
+			}})
+	}()
+	<-second
+	time.Sleep(50 * time.Millisecond) // room for a wrong second Block
+	cancel()
+	<-done
+	if n := blocks.Load(); n != 1 {
+		t.Fatalf("%d Blocks after a pass on a held key, want 1 and then a pause", n)
+	}
+}
