@@ -34,10 +34,9 @@ import (
 // most maxGateWaits at once. A pool capped by SetMaxOpenConns gets gates
 // only with room for them beside the Locker's own statements: the gate
 // session when the cap is 4 or more, and a wait for every two connections
-// above 4. A
-// cancelled wait kills its statement on the server (KILL QUERY from another
-// session of the pool) and discards its session, so nothing is left
-// waiting on the server.
+// above 4. A cancelled wait kills its statement on the server (KILL QUERY
+// from another session of the pool) and discards its session, so nothing
+// is left waiting on the server.
 
 // maxGateWaits bounds the waits a Gate blocks in the server at once, each
 // on a session of its own; further waiters pause and poll as without gates.
