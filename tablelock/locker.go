@@ -29,6 +29,9 @@ func init() {
 	// Package election watches its term announcements through the
 	// Locker's own listening session rather than opening a second one.
 	lockhook.Listener = func(l any) *rowlease.Listener { return l.(*Locker).ln }
+	// Package rwlock's writer asks which reader rows are held, in one
+	// statement, rather than taking each.
+	lockhook.Table = func(l any) *rowlease.Table { return l.(*Locker).tbl }
 }
 
 // errClosed: a try found the Locker closed.

@@ -9,3 +9,7 @@ import "github.com/sqllock/sqllock/internal/rowlease"
 // has none (a dialect that announces nothing, WithNotify(false), a
 // transaction pooler). Package tablelock sets it at init.
 var Listener func(l any) *rowlease.Listener
+
+// Table returns the lock table of l, a *tablelock.Locker. Package
+// tablelock sets it at init.
+var Table func(l any) *rowlease.Table
