@@ -22,10 +22,16 @@
 // (the database clock). [Election.Leader] reads the live leader (the row
 // whose term is the live lease's token), or [ErrNoLeader].
 // [Election.Observe] delivers every leadership from the current one on,
-// in term order, each once: it polls those rows every 100ms on every
-// dialect (no NOTIFY yet), and since every term leaves a row, a
-// leadership shorter than the poll is still delivered. The rows are a
-// history; delete old terms when they no longer interest anyone.
+// in term order, each once, and since every term leaves a row, a
+// leadership shorter than Observe's look is still delivered. On
+// PostgreSQL the statement that publishes a term also sends a NOTIFY (one
+// per leadership, committed with the row), and Observe looks when it
+// hears one, through the listening session the Election's campaigners
+// already share; it also looks when that session is back after a failure,
+// and every 10s in case an announcement went unheard. Elsewhere it polls
+// every 100ms. Observe ends with its context or the Election's Close. The
+// rows are a history; delete old terms when they no longer interest
+// anyone.
 //
 // Campaign blocks through tablelock's waiting: a resignation wakes a
 // campaigner in the same process at once, and on PostgreSQL one anywhere

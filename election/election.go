@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/identity"
+	"github.com/sqllock/sqllock/internal/lockhook"
 	"github.com/sqllock/sqllock/internal/sqlutil"
 	"github.com/sqllock/sqllock/tablelock"
 )
@@ -36,10 +38,27 @@ type Election struct {
 	l    *tablelock.Locker
 	db   *sql.DB
 	q    queries
-	poll time.Duration
+	d    sqllock.Dialect
+	poll time.Duration // Observe's polling where nothing is announced
+	// safetyPoll is Observe's polling while it hears announcements: only
+	// for one that went unheard some way the listener did not notice.
+	safetyPoll time.Duration
+	done       chan struct{} // closed by Close
+	closeOnce  sync.Once
 }
 
 type queries struct{ insert, leader, since string }
+
+// Observe's polling intervals; see Election.poll and safetyPoll.
+const (
+	pollInterval       = 100 * time.Millisecond
+	safetyPollInterval = 10 * time.Second
+)
+
+// termPayload is the announcement of a new term of name on PostgreSQL:
+// the payload of a NOTIFY on the lock table's channel, beside the keys it
+// announces there (a lock key equal to it only gets a spurious wake-up).
+func termPayload(name string) string { return "sqllock.election.term/" + name }
 
 // New returns an Election over db for dialect d. opts are tablelock's
 // (the leadership lease's TTL, renewal and margin); the leases live in
@@ -50,11 +69,19 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...tablelock.Option) (*Election, er
 	if err != nil {
 		return nil, fmt.Errorf("election: %w", err)
 	}
-	e := &Election{l: l, db: db, poll: 100 * time.Millisecond}
+	e := &Election{l: l, db: db, d: d, poll: pollInterval, safetyPoll: safetyPollInterval, done: make(chan struct{})}
 	switch d {
 	case sqllock.Postgres:
 		e.q = queries{
-			insert: `INSERT INTO ` + Table + ` (name, term, value, since) VALUES ($1, $2, $3, now())`,
+			// The term row announces itself to Observe, in its own
+			// statement: delivered only if the row commits, and one
+			// NOTIFY per leadership, nothing on renewals or resigns
+			// (Observe delivers leaderships; a resign is announced to
+			// campaigners by the lock table, when one waits).
+			insert: `WITH t AS (
+	INSERT INTO ` + Table + ` (name, term, value, since) VALUES ($1, $2, $3, now()) RETURNING name
+)
+SELECT pg_notify($4, $5) FROM t`,
 			leader: `SELECT e.value, e.term, e.since FROM ` + Table + ` e JOIN ` + tablelock.DefaultTable + ` l ON l.token = e.term
 WHERE e.name = $1 AND l.lock_key = $2 AND l.expires_at > now()`,
 			since: `SELECT value, term, since FROM ` + Table + ` WHERE name = $1 AND term > $2 ORDER BY term`,
@@ -78,9 +105,12 @@ WHERE e.name = ?1 AND l.lock_key = ?2 AND l.expires_at > ` + now,
 	return e, nil
 }
 
-// Close ends every leadership this Election holds (as lost) and refuses
-// later campaigns. It never closes the *sql.DB.
-func (e *Election) Close() error { return e.l.Close() }
+// Close ends every leadership this Election holds (as lost), refuses
+// later campaigns and ends its Observes. It never closes the *sql.DB.
+func (e *Election) Close() error {
+	e.closeOnce.Do(func() { close(e.done) })
+	return e.l.Close()
+}
 
 func key(name string) string { return KeyPrefix + name }
 
@@ -111,7 +141,11 @@ func (e *Election) Campaign(ctx context.Context, name, value string) (*Leadershi
 	// The term row goes in after the lease is won: Leader joins it to the
 	// live lease, so a row of a term that never led (or led no more)
 	// names no leader.
-	if _, err := e.db.ExecContext(ctx, e.q.insert, name, lease.Token(), value); err != nil {
+	args := []any{name, lease.Token(), value}
+	if e.d == sqllock.Postgres {
+		args = append(args, sqlutil.NotifyChannel(tablelock.DefaultTable), termPayload(name))
+	}
+	if _, err := e.db.ExecContext(ctx, e.q.insert, args...); err != nil {
 		_ = lease.Release(ctx)
 		return nil, fmt.Errorf("election: campaign %q: publish term %d: %w", name, lease.Token(), err)
 	}
@@ -146,26 +180,55 @@ func (e *Election) Leader(ctx context.Context, name string) (Leader, error) {
 }
 
 // Observe delivers every leadership of name from the current one on, in
-// term order, each once, until ctx ends; then the channel is closed. It
-// polls the table of leaderships (every 100ms): a leadership is delivered
-// even if it ended before the poll, since every term leaves a row. A
-// database error is retried at the next poll.
+// term order, each once, until ctx ends or the Election is closed; then
+// the channel is closed. Every term leaves a row in the table of
+// leaderships, so a leadership is delivered even if it ended before
+// Observe looked.
+//
+// On PostgreSQL (with the pgx stdlib driver and notifications on) Observe
+// looks when a new term is announced: the statement that publishes a term
+// sends a NOTIFY, heard through the Election's listening session, the one
+// its campaigners wait on. It also looks after that session failed and is
+// back, and every 10s in case an announcement went unheard some other
+// way. Elsewhere it polls every 100ms. A database error is retried at the
+// next look.
 func (e *Election) Observe(ctx context.Context, name string) (<-chan Leader, error) {
 	if err := validate(name, ""); err != nil {
 		return nil, fmt.Errorf("election: observe %q: %w", name, err)
+	}
+	select {
+	case <-e.done:
+		return nil, fmt.Errorf("election: observe %q: %w", name, sqllock.ErrClosed)
+	default:
+	}
+	// Listen before the first read: a term published after it is heard.
+	var wake <-chan struct{}
+	stop, poll := func() {}, e.poll
+	if ln := lockhook.Listener(e.l); ln != nil {
+		w, s, err := ln.Watch(ctx, termPayload(name))
+		switch {
+		case err == nil:
+			wake, stop, poll = w, s, e.safetyPoll
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("election: observe %q: %w", name, errors.Join(err, ctx.Err()))
+		}
+		// Any other error: the driver cannot listen; poll.
 	}
 	var last int64
 	if cur, err := e.Leader(ctx, name); err == nil {
 		last = cur.Term - 1 // deliver the current leader first
 	} else if !errors.Is(err, ErrNoLeader) {
+		stop()
 		return nil, err
 	} else if last, err = e.lastTerm(ctx, name); err != nil {
-		return nil, err
+		stop()
+		return nil, fmt.Errorf("election: observe %q: %w", name, err)
 	}
 	ch := make(chan Leader)
 	go func() {
 		defer close(ch)
-		t := time.NewTicker(e.poll)
+		defer stop()
+		t := time.NewTicker(poll)
 		defer t.Stop()
 		for {
 			got, err := e.after(ctx, name, last)
@@ -176,13 +239,18 @@ func (e *Election) Observe(ctx context.Context, name string) (<-chan Leader, err
 						last = ld.Term
 					case <-ctx.Done():
 						return
+					case <-e.done:
+						return
 					}
 				}
 			}
 			select {
 			case <-ctx.Done():
 				return
+			case <-e.done:
+				return
 			case <-t.C:
+			case <-wake: // nil when polling
 			}
 		}
 	}()

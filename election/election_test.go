@@ -176,6 +176,10 @@ func TestCampaignProcesses(t *testing.T) {
 		defer cancel()
 		name := locktest.Key(t)
 		e := newElection(t, db)
+		if db.Dialect == sqllock.Postgres {
+			// Announcements alone must deliver every term, in order.
+			election.SetSafetyPoll(e, time.Hour)
+		}
 		seen, err := e.Observe(ctx, name)
 		if err != nil {
 			t.Fatal(err)
@@ -367,4 +371,109 @@ func TestInput(t *testing.T) {
 	if _, err := e.Leader(ctx, locktest.Key(t)); !errors.Is(err, election.ErrNoLeader) {
 		t.Errorf("Leader of an election never held: %v", err)
 	}
+}
+
+// TestObserveAnnounced: on PostgreSQL, Observe hears each new term — a
+// campaign, one after a resign, a campaigner's takeover from a leader that
+// went away — with its safety poll an hour long, so only the announcement
+// can deliver it; and when its context ends it leaves no goroutine and no
+// connection behind.
+func TestObserveAnnounced(t *testing.T) {
+	db := testdb.Fresh(t, sqllock.Postgres, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	name := locktest.Key(t)
+	obs := newElection(t, db)
+	election.SetSafetyPoll(obs, time.Hour)
+	octx, ocancel := context.WithCancel(ctx)
+	defer ocancel()
+	seen, err := obs.Observe(octx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The campaigners are other Elections: other Lockers, other sessions,
+	// as in other processes.
+	a, b, c := newElection(t, db), newElection(t, db), newElection(t, db)
+	expect := func(lead *election.Leadership) {
+		t.Helper()
+		select {
+		case ld := <-seen:
+			if ld.Term != lead.Term() || ld.Value != lead.Value() {
+				t.Fatalf("Observe delivered term %d %q, want term %d %q", ld.Term, ld.Value, lead.Term(), lead.Value())
+			}
+		case <-ctx.Done():
+			t.Fatalf("Observe never delivered term %d: announcement not heard", lead.Term())
+		}
+	}
+	la, err := a.Campaign(ctx, name, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect(la)
+	if err := la.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lb, err := b.Campaign(ctx, name, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect(lb)
+	// c waits; b's Election goes away and c takes over.
+	won := make(chan *election.Leadership, 1)
+	errs := make(chan error, 1)
+	go func() {
+		l, err := c.Campaign(ctx, name, "c")
+		if err != nil {
+			errs <- err
+			return
+		}
+		won <- l
+	}()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var lc *election.Leadership
+	select {
+	case lc = <-won:
+	case err := <-errs:
+		t.Fatal(err)
+	}
+	expect(lc)
+	if !(la.Term() < lb.Term() && lb.Term() < lc.Term()) {
+		t.Fatalf("terms %d, %d, %d not increasing", la.Term(), lb.Term(), lc.Term())
+	}
+	ocancel()
+	for range seen { // closed once the context ends
+	}
+	for _, e := range []*election.Election{obs, a, b, c} {
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := db.Stats().InUse; n != 0 {
+		t.Fatalf("%d connections still in use after Observe ended and its Election closed", n)
+	}
+}
+
+// TestObserveClosed: closing the Election ends its Observes, and a later
+// Observe is refused.
+func TestObserveClosed(t *testing.T) {
+	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
+		e, err := election.New(db.DB, db.Dialect)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen, err := e.Observe(context.Background(), locktest.Key(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for range seen { // closed by Close, with no context to end it
+		}
+		if _, err := e.Observe(context.Background(), locktest.Key(t)); !errors.Is(err, sqllock.ErrClosed) {
+			t.Fatalf("Observe after Close: %v, want ErrClosed", err)
+		}
+	})
 }

@@ -16,27 +16,37 @@
 // held like a tablelock key: an owner, an expiry on the database clock
 // renewed by the holder, a token drawn by the statement that takes it.
 //
-//   - A reader passes the gate (takes and gives it back) and holds a free
-//     reader row; when all N are held it waits. Its token is its row's.
-//   - A writer takes the gate and keeps it, then takes and gives back every
-//     reader row in turn, waiting for each. While it holds the gate no
-//     reader gets past it, so once through the rows no reader is left. It
-//     holds the gate until Release.
+//   - A reader takes the gate, takes a free reader row while it holds the
+//     gate, and gives the gate back; when all N rows are held it waits.
+//     Its token is its row's.
+//   - A writer takes the gate and keeps it until Release, then asks in one
+//     statement which of the key's reader rows are held (an index lookup
+//     per row, locking nothing). While it holds the gate no reader gets a
+//     row, so those are all the readers it must wait for: it waits for one
+//     to go, as a tablelock waiter of its row, and asks again; when none
+//     is held, it has the key.
 //
 // Writer preference follows: a writer waits only for the readers that
 // passed the gate before it, and readers arriving later wait behind it,
 // so a steady stream of readers cannot starve it. Writers queue for the
 // gate as tablelock waiters do (NOTIFY on PostgreSQL, backoff elsewhere).
-// A write costs two statements per reader row: choose N as the readers you
-// need at once, not more.
+// An uncontended write costs three statements (take the gate, ask, give
+// the gate back) against a raw lock row's two; a read four.
+//
+// Readers keep a row each rather than a count on the gate's row: a dead
+// reader's share must come back after its TTL, and only a row of its own
+// carries its expiry. Asking which rows are held costs the writer one
+// statement either way, with no schema of its own.
 //
 // # Tokens
 //
-// A writer's token is the last it drew, taking the reader rows after every
-// earlier reader left them: larger than every token of the readers and
-// writers before it. A reader's token, drawn after the last writer gave
-// the gate back, is larger than every earlier writer's. Readers' tokens
-// among themselves are unordered: they hold at once by design.
+// A writer's token is the gate's, drawn when it took the gate: every
+// earlier reader drew its row's token while it held the gate, and every
+// earlier writer its gate's, before this writer could take the gate, from
+// the one counter all tokens come from; so the writer's is larger than
+// all of theirs. A reader's token, drawn after the last writer gave the
+// gate back, is larger than every earlier writer's. Readers' tokens among
+// themselves are unordered: they hold at once by design.
 //
 // # Reentrancy
 //

@@ -14,6 +14,8 @@ import (
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/backoff"
 	"github.com/sqllock/sqllock/internal/identity"
+	"github.com/sqllock/sqllock/internal/lockhook"
+	"github.com/sqllock/sqllock/internal/rowlease"
 	"github.com/sqllock/sqllock/semaphore"
 	"github.com/sqllock/sqllock/tablelock"
 )
@@ -38,6 +40,7 @@ var (
 // safe for concurrent use; Close it when done.
 type RWLock struct {
 	l       *tablelock.Locker
+	tbl     *rowlease.Table // l's: a writer asks it which reader rows are held
 	readers int
 
 	mu    sync.Mutex
@@ -55,7 +58,8 @@ type hold struct {
 }
 
 // New returns an RWLock over db for dialect d that admits up to readers
-// readers of a key at once (more wait; a writer drains that many rows).
+// readers of a key at once (more wait; a writer asks about that many rows
+// in one statement).
 // opts are tablelock's: TTL, renewal, backoff, and tablelock.WithTable for
 // another table made with tablelock.CreateTable. It does not touch the
 // database; run migrations.Up first. New never closes db.
@@ -67,7 +71,7 @@ func New(db *sql.DB, d sqllock.Dialect, readers int, opts ...tablelock.Option) (
 	if err != nil {
 		return nil, fmt.Errorf("rwlock: %w", err)
 	}
-	return &RWLock{l: l, readers: readers, holds: map[holdKey]*hold{}}, nil
+	return &RWLock{l: l, tbl: lockhook.Table(l), readers: readers, holds: map[holdKey]*hold{}}, nil
 }
 
 // Close ends every hold still held (as lost, like tablelock's Close) and
@@ -76,6 +80,15 @@ func (rw *RWLock) Close() error { return rw.l.Close() }
 
 func gateKey(key string) string           { return key + sep + "w" }
 func slotKey(key string, slot int) string { return key + sep + "r" + strconv.Itoa(slot) }
+
+// slotKeys are the keys of key's reader rows.
+func (rw *RWLock) slotKeys(key string) []string {
+	out := make([]string, rw.readers)
+	for i := range out {
+		out[i] = slotKey(key, i)
+	}
+	return out
+}
 
 func (rw *RWLock) validate(key string) error {
 	if err := sqllock.ValidateKey(key); err != nil {
@@ -176,8 +189,9 @@ func (rw *RWLock) take(ctx context.Context, key string, wait bool) (*tablelock.L
 }
 
 // read passes the writers' gate (held by a writer from the start of its
-// wait: writer preference), takes a free reader row, and gives the gate
-// back. The reader's token is its row's, drawn once the row is held.
+// wait: writer preference): it holds the gate while it takes a free
+// reader row, and gives it back. The reader's token is its row's, drawn
+// once the row is held.
 func (rw *RWLock) read(ctx context.Context, key string, wait bool) (*hold, error) {
 	gate, err := rw.take(ctx, gateKey(key), wait)
 	if err != nil {
@@ -191,6 +205,13 @@ func (rw *RWLock) read(ctx context.Context, key string, wait bool) (*hold, error
 			slot, err := rw.take(ctx, slotKey(key, (first+i)%rw.readers), false)
 			switch {
 			case err == nil:
+				if err := gate.Err(); err != nil {
+					// The gate was lost before the row was taken (a pause
+					// past its TTL): a writer may have counted the readers
+					// since, without this one.
+					_ = slot.Release(context.WithoutCancel(ctx))
+					return nil, err
+				}
 				return &hold{n: 1, token: slot.Token(), lease: slot}, nil
 			case !errors.Is(err, sqllock.ErrNotAcquired) || ctx.Err() != nil:
 				return nil, err
@@ -205,30 +226,46 @@ func (rw *RWLock) read(ctx context.Context, key string, wait bool) (*hold, error
 	}
 }
 
-// write takes the writers' gate, which keeps new readers out, then takes
-// and gives back every reader row in turn: once through, no reader is
-// left (a dead reader's row comes back after its TTL). The token is the
-// last drawn, after every earlier reader ended: larger than all of
-// theirs, and than every earlier writer's.
+// write takes the writers' gate, which keeps new readers out, then waits
+// until none of the key's reader rows is held: one statement asks which
+// are (the readers before it), and the writer waits for one of them to
+// go, as a tablelock waiter of its row (woken by its release), and asks
+// again. A dead reader's row comes back after its TTL.
+//
+// The token is the gate's. Every reader took its row while holding the
+// gate, so before this writer took the gate and drew its token from the
+// same counter: the writer's token is larger than every earlier reader's,
+// and than every earlier writer's (their gates).
 func (rw *RWLock) write(ctx context.Context, key string, wait bool) (*hold, error) {
 	gate, err := rw.take(ctx, gateKey(key), wait)
 	if err != nil {
 		return nil, err
 	}
-	token := gate.Token()
-	for i := range rw.readers {
-		slot, err := rw.take(ctx, slotKey(key, i), wait)
-		if err != nil {
-			_ = gate.Release(context.WithoutCancel(ctx))
-			return nil, err
+	fail := func(err error) (*hold, error) {
+		_ = gate.Release(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	slots := rw.slotKeys(key)
+	for {
+		live, err := rw.tbl.Live(ctx, slots)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return fail(errors.Join(sqllock.ErrNotAcquired, ctx.Err(), err))
+		case err != nil:
+			return fail(err)
+		case len(live) == 0:
+			return &hold{write: true, n: 1, token: gate.Token(), lease: gate}, nil
+		case !wait:
+			return fail(fmt.Errorf("%w: %d readers hold it", sqllock.ErrNotAcquired, len(live)))
 		}
-		token = max(token, slot.Token())
+		slot, err := rw.take(ctx, live[0], true)
+		if err != nil {
+			return fail(err)
+		}
 		if err := slot.Release(ctx); err != nil {
-			_ = gate.Release(context.WithoutCancel(ctx))
-			return nil, err
+			return fail(err)
 		}
 	}
-	return &hold{write: true, n: 1, token: token, lease: gate}, nil
 }
 
 // Lease is one read or write hold of a key. Reentrant calls of one owner

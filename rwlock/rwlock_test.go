@@ -347,3 +347,71 @@ func TestInput(t *testing.T) {
 		}
 	})
 }
+
+// TestWriterWaitsForReaders: a writer waits for the readers that hold the
+// key when it takes the gate, and its token is larger than theirs; a
+// TryLock beside a reader is refused.
+func TestWriterWaitsForReaders(t *testing.T) {
+	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
+		rw := newRW(t, db)
+		ctx := ctxT(t)
+		key := locktest.Key(t)
+		r1, err := rw.RLock(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2, err := rw.RLock(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rw.TryLock(ctx, key); !errors.Is(err, sqllock.ErrNotAcquired) {
+			t.Fatalf("TryLock beside two readers: %v, want ErrNotAcquired", err)
+		}
+		got := make(chan *rwlock.Lease, 1)
+		errs := make(chan error, 1)
+		go func() {
+			w, err := rw.Lock(ctx, key)
+			if err != nil {
+				errs <- err
+				return
+			}
+			got <- w
+		}()
+		// Once the writer holds the gate, a new reader is refused.
+		for {
+			r, err := rw.TryRLock(ctx, key)
+			if err != nil {
+				if !errors.Is(err, sqllock.ErrNotAcquired) {
+					t.Fatal(err)
+				}
+				break
+			}
+			_ = r.Release(ctx)
+		}
+		if err := r1.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-got:
+			t.Fatal("the writer got the key while a reader held it")
+		case err := <-errs:
+			t.Fatal(err)
+		default:
+		}
+		if err := r2.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var w *rwlock.Lease
+		select {
+		case w = <-got:
+		case err := <-errs:
+			t.Fatal(err)
+		}
+		if w.Token() <= max(r1.Token(), r2.Token()) {
+			t.Fatalf("writer's token %d not above the readers' %d, %d", w.Token(), r1.Token(), r2.Token())
+		}
+		if err := w.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/sqllock/sqllock/internal/backoff"
 	"github.com/sqllock/sqllock/internal/identity"
 	"github.com/sqllock/sqllock/internal/lease"
+	"github.com/sqllock/sqllock/internal/lockhook"
 	"github.com/sqllock/sqllock/internal/rowlease"
 	"github.com/sqllock/sqllock/internal/telemetry"
 	"github.com/sqllock/sqllock/internal/waitloop"
@@ -23,6 +24,15 @@ var (
 	_ sqllock.Locker = (*Locker)(nil)
 	_ io.Closer      = (*Locker)(nil)
 )
+
+func init() {
+	// Package election watches its term announcements through the
+	// Locker's own listening session rather than opening a second one.
+	lockhook.Listener = func(l any) *rowlease.Listener { return l.(*Locker).ln }
+	// Package rwlock's writer asks which reader rows are held, in one
+	// statement, rather than taking each.
+	lockhook.Table = func(l any) *rowlease.Table { return l.(*Locker).tbl }
+}
 
 // errClosed: a try found the Locker closed.
 var errClosed = errors.New("tablelock: locker closed")

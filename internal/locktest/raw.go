@@ -31,6 +31,15 @@ ON DUPLICATE KEY UPDATE token = IF(expires_at <= UTC_TIMESTAMP(6), NEXTVAL(sqllo
 	expires_at = IF(owner = VALUES(owner), VALUES(expires_at), expires_at)
 RETURNING token`,
 			`UPDATE ` + table + ` SET hold_count = 0, owner = '', expires_at = UTC_TIMESTAMP(6) WHERE lock_key = ? AND owner = ? AND token = ?`, ""
+	case sqllock.MySQLCommon:
+		// No RETURNING: the token comes back through LAST_INSERT_ID, as the
+		// MySQL path's own take reads it (BenchRawTakeFree).
+		return `INSERT INTO ` + table + ` (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
+VALUES (?, ?, 'raw', 1, LAST_INSERT_ID(sqllock_next_token()), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 SECOND)
+ON DUPLICATE KEY UPDATE token = IF(expires_at <= UTC_TIMESTAMP(6), LAST_INSERT_ID(sqllock_next_token()), token),
+	owner = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(owner), owner),
+	expires_at = IF(owner = VALUES(owner), VALUES(expires_at), expires_at)`,
+			`UPDATE ` + table + ` SET hold_count = 0, owner = '', expires_at = UTC_TIMESTAMP(6) WHERE lock_key = ? AND owner = ? AND token = ?`, ""
 	}
 	return `INSERT INTO ` + table + ` AS t (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
 VALUES (?1, ?2, 'raw', 1, (SELECT value + 1 FROM sqllock_fence WHERE id = 1), ` + sqliteNow + `, ` + sqliteNow + ` + 30000000)
@@ -68,7 +77,15 @@ func BenchRawTakeFree(b *testing.B, db *sql.DB, d sqllock.Dialect, table, key st
 	owner := identity.NewOwner()
 	for b.Loop() {
 		var token int64
-		if fst == nil {
+		if d == sqllock.MySQLCommon {
+			res, err := acq.ExecContext(ctx, key, owner)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if token, err = res.LastInsertId(); err != nil {
+				b.Fatal(err)
+			}
+		} else if fst == nil {
 			if err := acq.QueryRowContext(ctx, key, owner).Scan(&token); err != nil {
 				b.Fatal(err)
 			}

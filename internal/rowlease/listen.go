@@ -50,6 +50,9 @@ type Listener struct {
 	closed bool
 	broken bool // the driver cannot listen: stop trying
 
+	wmu      sync.Mutex
+	watchers map[string]map[*watcher]struct{} // by payload
+
 	beforeRelisten func() // tests: runs before each reconnection's LISTEN
 }
 
@@ -62,6 +65,78 @@ func (t *Table) Listener(q *waitq.Queue, log *slog.Logger) *Listener {
 		return nil
 	}
 	return &Listener{db: t.h.DB, n: n, w: q, log: log}
+}
+
+// watcher is one Watch: a wake-up slot of one.
+type watcher struct{ ch chan struct{} }
+
+func (w *watcher) wake() {
+	select {
+	case w.ch <- struct{}{}:
+	default: // a wake-up is pending already: one look settles both
+	}
+}
+
+// Watch keeps the session listening, as Subscribe does, and returns a
+// channel that receives a wake-up each time payload is announced on the
+// table's channel, and each time the session is back after a failure
+// (announcements in between went unheard). Wake-ups coalesce: one pending
+// stands for any number. Unlike a waiter's, every watcher of a payload is
+// woken. stop ends the watch; after an error there is nothing to stop and
+// the caller must poll.
+func (ln *Listener) Watch(ctx context.Context, payload string) (wake <-chan struct{}, stop func(), err error) {
+	w := &watcher{ch: make(chan struct{}, 1)}
+	ln.wmu.Lock()
+	if ln.watchers == nil {
+		ln.watchers = make(map[string]map[*watcher]struct{})
+	}
+	if ln.watchers[payload] == nil {
+		ln.watchers[payload] = make(map[*watcher]struct{})
+	}
+	ln.watchers[payload][w] = struct{}{}
+	ln.wmu.Unlock()
+	remove := func() {
+		ln.wmu.Lock()
+		defer ln.wmu.Unlock()
+		delete(ln.watchers[payload], w)
+		if len(ln.watchers[payload]) == 0 {
+			delete(ln.watchers, payload)
+		}
+	}
+	if err := ln.Subscribe(ctx); err != nil {
+		remove()
+		return nil, nil, err
+	}
+	var once sync.Once
+	return w.ch, func() {
+		once.Do(func() {
+			remove()
+			ln.Unsubscribe()
+		})
+	}, nil
+}
+
+// announced wakes the waiters and the watchers of a payload heard.
+func (ln *Listener) announced(payload string) {
+	ln.w.Signal(payload)
+	ln.wmu.Lock()
+	defer ln.wmu.Unlock()
+	for w := range ln.watchers[payload] {
+		w.wake()
+	}
+}
+
+// wakeAll lets every waiter and watcher look again: announcements may
+// have gone unheard.
+func (ln *Listener) wakeAll() {
+	ln.w.SignalAll()
+	ln.wmu.Lock()
+	defer ln.wmu.Unlock()
+	for _, ws := range ln.watchers {
+		for w := range ws {
+			w.wake()
+		}
+	}
 }
 
 // SetBeforeRelisten makes ln call f each time it has lost its session and
@@ -169,16 +244,16 @@ func (ln *Listener) run(ctx context.Context, ready, exited chan struct{}) {
 				// below, before the session was back, went unheard: let
 				// every waiter look again, or it sleeps until its holder's
 				// lease would have expired.
-				ln.w.SignalAll()
+				ln.wakeAll()
 			}
 			e.Reset()
-		}, ln.w.Signal)
+		}, ln.announced)
 		if ctx.Err() != nil {
 			break
 		}
 		// Whatever was released before the session failed may have gone
 		// unheard: let every waiter look again now.
-		ln.w.SignalAll()
+		ln.wakeAll()
 		if errors.Is(err, errCannotListen) || first {
 			ln.mu.Lock()
 			ln.err = err

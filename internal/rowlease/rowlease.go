@@ -63,6 +63,7 @@ type Table struct {
 	mu     sync.Mutex
 	closed bool
 	bg     sync.WaitGroup // detached takes and their give-backs
+	live   map[int]string // Live's statement, by number of keys
 }
 
 // errClosed: a detached take was asked of a closed Table.
@@ -365,4 +366,58 @@ func (t *Table) List(ctx context.Context) ([]Info, error) {
 // prepared: sweeps are rare, and a reaper has nothing to close.
 func (t *Table) Reap(ctx context.Context, grace time.Duration, batch int) (int64, error) {
 	return t.st.reap(ctx, t.h.DB, grace, batch)
+}
+
+// Live returns those of keys that are held now (a live row), in no order:
+// one statement, an index lookup per key, that locks and writes nothing.
+func (t *Table) Live(ctx context.Context, keys []string) ([]string, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	rows, err := t.h.stmts.Query(ctx, t.h.DB, t.liveSQL(len(keys)), anys(keys)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, err
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}
+
+// liveSQL is Live's statement for n keys, built once per n.
+func (t *Table) liveSQL(n int) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if q, ok := t.live[n]; ok {
+		return q
+	}
+	st := t.st.sql()
+	var b strings.Builder
+	b.WriteString(st.live)
+	for i := 1; i <= n; i++ {
+		if i > 1 {
+			b.WriteString(", ")
+		}
+		b.WriteString(st.param(i))
+	}
+	b.WriteString(")")
+	if t.live == nil {
+		t.live = make(map[int]string)
+	}
+	t.live[n] = b.String()
+	return t.live[n]
+}
+
+func anys(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
 }

@@ -134,3 +134,30 @@ func TestTakeDetachedGivesBack(t *testing.T) {
 		}
 	})
 }
+
+// TestLive: Live names the keys among those asked that are held now, and
+// neither a freed one nor one never taken.
+func TestLive(t *testing.T) {
+	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
+		ctx := context.Background()
+		tbl := table(t, db, rowlease.Config{})
+		var tokens []int64
+		for _, k := range []string{"a", "b", "A"} {
+			a, err := tbl.Take(ctx, rowlease.Claim{Key: k, Owner: "o-" + k, Host: "h", TTL: time.Minute})
+			if err != nil || !a.Won {
+				t.Fatalf("take %q: %+v, %v", k, a, err)
+			}
+			tokens = append(tokens, a.Token)
+		}
+		if err := tbl.Release(ctx, "a", "o-a", tokens[0], 0); err != nil {
+			t.Fatal(err)
+		}
+		live, err := tbl.Live(ctx, []string{"a", "b", "c", "a "})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(live) != "[b]" {
+			t.Fatalf("Live = %v, want [b]", live)
+		}
+	})
+}

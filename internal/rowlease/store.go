@@ -54,6 +54,10 @@ type statements struct {
 	list string
 	// ddl creates the table.
 	ddl string
+	// live, followed by n parameters (param(1) to param(n)) and ")",
+	// returns the lock_key of each of those keys held now.
+	live  string
+	param func(i int) string
 }
 
 func (s *statements) sql() *statements { return s }

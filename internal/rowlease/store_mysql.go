@@ -76,6 +76,8 @@ WHERE lock_key = ? AND token = ? AND expires_at > ` + now
 SELECT ` + now + `, '` + ActionForceRelease + `', ?, lock_key, token, owner, host, hold_count, ?, ?
 FROM ` + pk + ` WHERE lock_key = ? AND token = ? AND expires_at > ` + now + ` FOR UPDATE`
 	s.holder = `SELECT token, owner, host FROM ` + t + ` WHERE lock_key = ? AND expires_at > ` + now
+	s.live = `SELECT lock_key FROM ` + t + ` WHERE expires_at > ` + now + ` AND lock_key IN (`
+	s.param = func(int) string { return "?" }
 	s.list = `SELECT lock_key, owner, host, hold_count, token, acquired_at, expires_at,
 	TIMESTAMPDIFF(MICROSECOND, acquired_at, ` + now + `)
 FROM ` + t + ` WHERE expires_at > ` + now + ` ORDER BY lock_key`

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -140,6 +141,8 @@ SELECT count(*), ` + notified + ` FROM d`
 SELECT now(), '` + ActionForceRelease + `', $3, lock_key, token, owner, host, hold_count, $4, $5
 FROM ` + t + ` WHERE lock_key = $1 AND token = $2 AND expires_at > now() FOR UPDATE`
 	s.holder = `SELECT token, owner, host FROM ` + t + ` WHERE lock_key = $1 AND expires_at > now()`
+	s.live = `SELECT lock_key FROM ` + t + ` WHERE expires_at > now() AND lock_key IN (`
+	s.param = func(i int) string { return "$" + strconv.Itoa(i) }
 	s.list = `SELECT lock_key, owner, host, hold_count, token, acquired_at, expires_at,
 	(extract(epoch FROM now() - acquired_at) * 1000000)::bigint
 FROM ` + t + ` WHERE expires_at > now() ORDER BY lock_key`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/sqllock/sqllock"
@@ -61,6 +62,8 @@ WHERE lock_key = ?1 AND token = ?2 AND expires_at > ` + now
 SELECT ` + now + `, '` + ActionForceRelease + `', ?3, lock_key, token, owner, host, hold_count, ?4, ?5
 FROM ` + t + ` WHERE lock_key = ?1 AND token = ?2 AND expires_at > ` + now
 	s.holder = `SELECT token, owner, host FROM ` + t + ` WHERE lock_key = ?1 AND expires_at > ` + now
+	s.live = `SELECT lock_key FROM ` + t + ` WHERE expires_at > ` + now + ` AND lock_key IN (`
+	s.param = func(i int) string { return "?" + strconv.Itoa(i) }
 	s.list = `SELECT lock_key, owner, host, hold_count, token, acquired_at, expires_at,
 	` + now + ` - acquired_at
 FROM ` + t + ` WHERE expires_at > ` + now + ` ORDER BY lock_key`
