@@ -28,6 +28,7 @@ const envRestart = "SQLLOCK_RESTART_CMD"
 //     once the server is back;
 //   - tablelock lives in a committed row, which survives: with a TTL longer
 //     than the outage the holder keeps its key and no one else gets it;
+//   - so do the semaphore, rwlock and election grants, on the same table;
 //   - tokens handed out after the restart are above those before it.
 func TestDatabaseRestart(t *testing.T) {
 	cmdline := os.Getenv(envRestart)
@@ -53,6 +54,7 @@ func TestDatabaseRestart(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer al.Close()
+			prims := holdPrimitives(t, db)
 			session := map[string]sqllock.Locker{"rowlock": rl, "advisory": al}
 			held := map[string]sqllock.Lease{}
 			for name, l := range map[string]sqllock.Locker{"tablelock": tl, "rowlock": rl, "advisory": al} {
@@ -111,6 +113,7 @@ func TestDatabaseRestart(t *testing.T) {
 			if err := next.Release(ctx); err != nil {
 				t.Error(err)
 			}
+			prims.check(t, db)
 		})
 	}
 }
