@@ -320,7 +320,7 @@ func TestPausedLeaderFenced(t *testing.T) {
 		name := locktest.Key(t)
 		e := newElection(t, db, tablelock.WithTTL(ttl))
 		child, old, lines := startLeader(t, db, name, ttl)
-		pause(t, db, child)
+		testdb.Pause(t, db, child)
 		lead, err := e.Campaign(ctx, name, "parent")
 		if err != nil {
 			t.Fatal(err)
@@ -352,57 +352,6 @@ func TestPausedLeaderFenced(t *testing.T) {
 			}
 		}
 	})
-}
-
-// pause stops the child (SIGSTOP). On SQLite a process stopped inside a
-// write transaction keeps the database's write lock, so every writer waits
-// for it whatever the lock table says: pause resumes it for a moment and
-// stops it again until it is stopped outside one.
-func pause(t *testing.T, db *testdb.DB, child *exec.Cmd) {
-	t.Helper()
-	for try := 0; ; try++ {
-		if err := child.Process.Signal(syscall.SIGSTOP); err != nil {
-			t.Fatal(err)
-		}
-		if db.Dialect != sqllock.SQLite || writable(t, db) {
-			return
-		}
-		if try == 100 {
-			t.Fatal("the child was stopped inside a write transaction 100 times")
-		}
-		if err := child.Process.Signal(syscall.SIGCONT); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Duration(1+try%5) * time.Millisecond)
-	}
-}
-
-// writable reports whether a SQLite write transaction can begin at once.
-func writable(t *testing.T, db *testdb.DB) bool {
-	t.Helper()
-	// SIGSTOP is delivered asynchronously: give it time to land.
-	time.Sleep(20 * time.Millisecond)
-	ctx := context.Background()
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	var was int
-	if err := conn.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&was); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
-		t.Fatal(err)
-	}
-	defer conn.ExecContext(ctx, "PRAGMA busy_timeout = "+strconv.Itoa(was))
-	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return false
-	}
-	if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
-		t.Fatal(err)
-	}
-	return true
 }
 
 // TestInput: bad names and values are refused, naming the election.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/fence"
 	"github.com/sqllock/sqllock/internal/locktest"
 	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/rwlock"
@@ -58,19 +59,75 @@ func TestChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	ttl, _ := time.ParseDuration(os.Getenv(envTTL))
-	rw := newRW(t, testdb.Open(t, d), tablelock.WithTTL(ttl))
+	db := testdb.Open(t, d)
+	rw := newRW(t, db, tablelock.WithTTL(ttl))
 	ctx := context.Background()
 	var l *rwlock.Lease
-	if role == "writer" {
-		l, err = rw.Lock(ctx, os.Getenv(envKey))
-	} else {
+	if role == "reader" {
 		l, err = rw.RLock(ctx, os.Getenv(envKey))
+	} else {
+		l, err = rw.Lock(ctx, os.Getenv(envKey))
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	fmt.Printf("HELD %d\n", l.Token())
-	time.Sleep(time.Hour)
+	if role != "fenced" {
+		time.Sleep(time.Hour)
+		return
+	}
+	// Write to the fenced resource every 20ms with the writer's token,
+	// never looking at Err: the fence alone must stop it.
+	f, err := fence.New(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		err := f.Check(ctx, db.DB, l.Key(), l.Token())
+		switch {
+		case errors.Is(err, sqllock.ErrStaleToken):
+			fmt.Println("REFUSED")
+			return
+		case err != nil:
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestPausedWriterFenced: a writer paused (SIGSTOP) past its TTL loses the
+// key to a writer in another process, whose token is larger; the resumed
+// writer's fenced write is refused.
+func TestPausedWriterFenced(t *testing.T) {
+	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		const ttl = 1500 * time.Millisecond
+		key := locktest.Key(t)
+		rw := newRW(t, db, tablelock.WithTTL(ttl))
+		cmd := testdb.Child(t, "TestChild", envRole+"=fenced", envDialect+"="+db.Dialect.String(), envKey+"="+key, envTTL+"="+ttl.String())
+		old, lines := testdb.Start(t, ctx, cmd)
+		testdb.Pause(t, db, cmd)
+		l, err := rw.Lock(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Release(ctx)
+		if l.Token() <= old {
+			t.Fatalf("the new writer's token %d is not above the paused writer's %d", l.Token(), old)
+		}
+		f, err := fence.New(db.Dialect)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Check(ctx, db.DB, key, l.Token()); err != nil {
+			t.Fatalf("the new writer's fenced write: %v", err)
+		}
+		if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		testdb.WaitLine(t, ctx, lines, "REFUSED")
+	})
 }
 
 // Readers overlap, writers exclude everyone: a probe counts the holders

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/fence"
 	"github.com/sqllock/sqllock/internal/locktest"
 	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/semaphore"
@@ -64,7 +65,8 @@ func TestChild(t *testing.T) {
 	if ttl == 0 {
 		ttl = 10 * time.Second
 	}
-	sem := newSem(t, testdb.Open(t, d), tablelock.WithTTL(ttl))
+	db := testdb.Open(t, d)
+	sem := newSem(t, db, tablelock.WithTTL(ttl))
 	ctx := context.Background()
 	key := os.Getenv(envKey)
 	switch role {
@@ -85,6 +87,30 @@ func TestChild(t *testing.T) {
 		}
 		fmt.Printf("HELD %d\n", p.Slot())
 		time.Sleep(time.Hour)
+	case "fenced":
+		// Hold the only permit and write to the fenced resource every
+		// 20ms with its token, never looking at Err: the fence alone must
+		// stop it once another holder has written.
+		p, err := sem.Acquire(ctx, key, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := fence.New(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Printf("HELD %d\n", p.Token())
+		for {
+			err := f.Check(ctx, db.DB, key, p.Token())
+			switch {
+			case errors.Is(err, sqllock.ErrStaleToken):
+				fmt.Println("REFUSED")
+				return
+			case err != nil:
+				t.Fatal(err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 }
 
@@ -285,6 +311,41 @@ func TestKilledHolder(t *testing.T) {
 		if took > ttl+renew+2*time.Second {
 			t.Fatalf("the permit came back after %v, want within TTL+renewal %v", took, ttl+renew)
 		}
+	})
+}
+
+// TestPausedHolderFenced: the holder of a one-permit semaphore paused
+// (SIGSTOP) past its TTL loses the permit to another process, whose token
+// is larger; the resumed holder's fenced write is refused.
+func TestPausedHolderFenced(t *testing.T) {
+	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		const ttl = 1500 * time.Millisecond
+		key := locktest.Key(t)
+		sem := newSem(t, db, tablelock.WithTTL(ttl))
+		cmd := testdb.Child(t, "TestChild", envRole+"=fenced", envDialect+"="+db.Dialect.String(), envKey+"="+key, envTTL+"="+ttl.String())
+		old, lines := testdb.Start(t, ctx, cmd)
+		testdb.Pause(t, db, cmd)
+		p, err := sem.Acquire(ctx, key, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Release(ctx)
+		if p.Token() <= old {
+			t.Fatalf("the new holder's token %d is not above the paused holder's %d", p.Token(), old)
+		}
+		f, err := fence.New(db.Dialect)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Check(ctx, db.DB, key, p.Token()); err != nil {
+			t.Fatalf("the new holder's fenced write: %v", err)
+		}
+		if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		testdb.WaitLine(t, ctx, lines, "REFUSED")
 	})
 }
 
