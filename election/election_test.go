@@ -98,22 +98,8 @@ func TestChild(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f, err := fence.New(d)
-		if err != nil {
-			t.Fatal(err)
-		}
 		fmt.Printf("LEADER %d\n", lead.Term())
-		for {
-			err := f.Check(ctx, db.DB, name, lead.Term())
-			switch {
-			case errors.Is(err, sqllock.ErrStaleToken):
-				fmt.Println("REFUSED")
-				return
-			case err != nil:
-				t.Fatal(err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		locktest.FencedWrites(t, db, name, lead.Term())
 	}
 }
 

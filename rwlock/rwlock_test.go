@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/fence"
 	"github.com/sqllock/sqllock/internal/locktest"
 	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/rwlock"
@@ -76,23 +75,7 @@ func TestChild(t *testing.T) {
 		time.Sleep(time.Hour)
 		return
 	}
-	// Write to the fenced resource every 20ms with the writer's token,
-	// never looking at Err: the fence alone must stop it.
-	f, err := fence.New(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		err := f.Check(ctx, db.DB, l.Key(), l.Token())
-		switch {
-		case errors.Is(err, sqllock.ErrStaleToken):
-			fmt.Println("REFUSED")
-			return
-		case err != nil:
-			t.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	locktest.FencedWrites(t, db, l.Key(), l.Token())
 }
 
 // TestPausedWriterFenced: a writer paused (SIGSTOP) past its TTL loses the
@@ -100,33 +83,17 @@ func TestChild(t *testing.T) {
 // writer's fenced write is refused.
 func TestPausedWriterFenced(t *testing.T) {
 	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
 		const ttl = 1500 * time.Millisecond
 		key := locktest.Key(t)
 		rw := newRW(t, db, tablelock.WithTTL(ttl))
 		cmd := testdb.Child(t, "TestChild", envRole+"=fenced", envDialect+"="+db.Dialect.String(), envKey+"="+key, envTTL+"="+ttl.String())
-		old, lines := testdb.Start(t, ctx, cmd)
-		testdb.Pause(t, db, cmd)
-		l, err := rw.Lock(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Release(ctx)
-		if l.Token() <= old {
-			t.Fatalf("the new writer's token %d is not above the paused writer's %d", l.Token(), old)
-		}
-		f, err := fence.New(db.Dialect)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Check(ctx, db.DB, key, l.Token()); err != nil {
-			t.Fatalf("the new writer's fenced write: %v", err)
-		}
-		if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
-			t.Fatal(err)
-		}
-		testdb.WaitLine(t, ctx, lines, "REFUSED")
+		locktest.PausedHolderFenced(t, db, cmd, key, func(ctx context.Context) (int64, func(), error) {
+			l, err := rw.Lock(ctx, key)
+			if err != nil {
+				return 0, nil, err
+			}
+			return l.Token(), func() { l.Release(ctx) }, nil
+		})
 	})
 }
 

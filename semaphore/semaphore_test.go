@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/fence"
 	"github.com/sqllock/sqllock/internal/locktest"
 	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/semaphore"
@@ -88,29 +87,12 @@ func TestChild(t *testing.T) {
 		fmt.Printf("HELD %d\n", p.Slot())
 		time.Sleep(time.Hour)
 	case "fenced":
-		// Hold the only permit and write to the fenced resource every
-		// 20ms with its token, never looking at Err: the fence alone must
-		// stop it once another holder has written.
 		p, err := sem.Acquire(ctx, key, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		f, err := fence.New(d)
-		if err != nil {
-			t.Fatal(err)
-		}
 		fmt.Printf("HELD %d\n", p.Token())
-		for {
-			err := f.Check(ctx, db.DB, key, p.Token())
-			switch {
-			case errors.Is(err, sqllock.ErrStaleToken):
-				fmt.Println("REFUSED")
-				return
-			case err != nil:
-				t.Fatal(err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		locktest.FencedWrites(t, db, key, p.Token())
 	}
 }
 
@@ -319,33 +301,17 @@ func TestKilledHolder(t *testing.T) {
 // is larger; the resumed holder's fenced write is refused.
 func TestPausedHolderFenced(t *testing.T) {
 	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
 		const ttl = 1500 * time.Millisecond
 		key := locktest.Key(t)
 		sem := newSem(t, db, tablelock.WithTTL(ttl))
 		cmd := testdb.Child(t, "TestChild", envRole+"=fenced", envDialect+"="+db.Dialect.String(), envKey+"="+key, envTTL+"="+ttl.String())
-		old, lines := testdb.Start(t, ctx, cmd)
-		testdb.Pause(t, db, cmd)
-		p, err := sem.Acquire(ctx, key, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Release(ctx)
-		if p.Token() <= old {
-			t.Fatalf("the new holder's token %d is not above the paused holder's %d", p.Token(), old)
-		}
-		f, err := fence.New(db.Dialect)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Check(ctx, db.DB, key, p.Token()); err != nil {
-			t.Fatalf("the new holder's fenced write: %v", err)
-		}
-		if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
-			t.Fatal(err)
-		}
-		testdb.WaitLine(t, ctx, lines, "REFUSED")
+		locktest.PausedHolderFenced(t, db, cmd, key, func(ctx context.Context) (int64, func(), error) {
+			p, err := sem.Acquire(ctx, key, 1)
+			if err != nil {
+				return 0, nil, err
+			}
+			return p.Token(), func() { p.Release(ctx) }, nil
+		})
 	})
 }
 
