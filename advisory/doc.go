@@ -18,7 +18,8 @@
 // on one of them, chosen by the key's hash: 1,000 held keys cost two
 // connections, not 1,000. Statements on one session run one at a time, so
 // each is kept short: only the try forms are used (pg_try_advisory_lock,
-// GET_LOCK(name, 0)), never a wait inside the server. A session that holds
+// GET_LOCK(name, 0)), never a wait inside the server; waits have sessions
+// of their own (below). A session that holds
 // nothing goes back to the pool after one check interval; one pinned only
 // for attempts that failed goes back at once.
 //
@@ -30,16 +31,28 @@
 //
 // # Waiting
 //
-// A blocked [Locker.Acquire] parks no connection and queues nothing in the
-// server, so cancelling it leaves nothing behind and 200 waiters need no
-// more connections than one. Waiters poll with exponential backoff and
-// jitter, capped by [WithMaxBackoff] (default 50ms); waiters in this process
-// queue in arrival order per lock and a release here, by any Locker, wakes
-// the first at once, so a hot key is handed round fairly. Handoff to a
-// waiter in another process takes up to the backoff cap. (One server-side
-// waiting session per Locker would hand off faster, but a lock granted to it
-// would then live on a session other than the key's, and every handoff
-// would pin another connection.)
+// A blocked [Locker.Acquire] waits in the server: on a wait session of its
+// own it asks for the lock (pg_advisory_lock, GET_LOCK with a timeout it
+// renews), and the server grants it the moment the holder lets go, in the
+// order the waits were queued, the fencing token drawn in the same
+// statement. The handoff to a waiter in another process is one round trip,
+// as for raw pg_advisory_lock, and a waiting Acquire sends no statement.
+// The lease then lives on the wait session until its release: a session
+// lock cannot move to the key's shared session. A key refused within the
+// last second goes to a wait session at once, skipping the try.
+//
+// A Locker has at most [WithWaitSessions] wait sessions (default 4), each
+// serving one key at a time, taken from the pool and returned one check
+// interval after their last use. Other callers of the Locker waiting for
+// the same key wait in the process, not the server. Waits beyond the limit,
+// and all waits when the pool's SetMaxOpenConns leaves no room, poll with
+// exponential backoff and jitter capped by [WithMaxBackoff] (default 50ms);
+// a release in this process, by any Locker, wakes the first of them at
+// once. A wait that ends (its context, [Locker.Close]) is interrupted on the
+// server from another connection (pg_cancel_backend, KILL QUERY) and its
+// session closed, so a grant that raced the interruption is freed and
+// nothing stays queued. [WithWaitSessions](0) keeps every wait out of the
+// server: 200 waiters then need no more connections than one.
 //
 // # Loss
 //

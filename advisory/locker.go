@@ -75,6 +75,7 @@ type entry struct {
 	sess  *session
 
 	// Guarded by Locker.mu.
+	ws      *session // the wait session serving the entry, if any
 	state   state
 	token   int64
 	leases  map[*Lease]struct{}
@@ -98,13 +99,15 @@ type Locker struct {
 	prepare  bool // st.prepare()
 	cfg      config
 	sessions []*session
+	waiters  []*session     // wait sessions (wait.go), pinned while in use
 	wg       sync.WaitGroup // session checkers
 	done     chan struct{}  // closed by Close
 	tel      *telemetry.T
 
-	mu     sync.Mutex
-	keys   map[string]*entry
-	closed bool
+	mu      sync.Mutex
+	keys    map[string]*entry
+	refused map[string]time.Time // keys refused to a blocked Acquire lately (wait.go)
+	closed  bool
 }
 
 // New returns a Locker over db for dialect d: PostgreSQL or MySQL/MariaDB.
@@ -134,12 +137,16 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
 			return nil, fmt.Errorf("advisory: WithTransactionPooler: %w", err)
 		}
 	}
-	l := &Locker{db: db, d: d, st: st, prepare: st.prepare(), cfg: cfg, done: make(chan struct{}), keys: make(map[string]*entry),
+	l := &Locker{db: db, d: d, st: st, prepare: st.prepare(), cfg: cfg, done: make(chan struct{}), keys: make(map[string]*entry), refused: make(map[string]time.Time),
 		tel: telemetry.New("advisory", d.String(), cfg.tel)}
 	l.cfg.logger = telemetry.Logger(cfg.logger, "advisory", d.String())
 	l.sessions = make([]*session, cfg.sessions)
 	for i := range l.sessions {
 		l.sessions[i] = newSession(l)
+	}
+	l.waiters = make([]*session, cfg.waits)
+	for i := range l.waiters {
+		l.waiters[i] = newSession(l)
 	}
 	return l, nil
 }
@@ -149,7 +156,8 @@ func (l *Locker) Namespace() string { return l.cfg.namespace }
 
 // Acquire blocks until key is held by the owner in ctx (or a fresh random
 // owner) or ctx ends; then the error matches both sqllock.ErrNotAcquired and
-// ctx.Err(). The wait holds no connection and queues nothing in the server.
+// ctx.Err(). The wait blocks in the server on a connection of its own
+// where the Locker has one free (WithWaitSessions), and polls otherwise.
 func (l *Locker) Acquire(ctx context.Context, key string) (sqllock.Lease, error) {
 	return l.acquire(ctx, key, exclusive, true)
 }
@@ -308,6 +316,7 @@ func (l *Locker) remove(e *entry) {
 	if l.keys[e.key] == e {
 		delete(l.keys, e.key)
 	}
+	l.freeWaiter(e)
 	close(e.changed)
 }
 
@@ -318,21 +327,14 @@ func (l *Locker) remove(e *entry) {
 // backoff step however many goroutines wait for it.
 func (l *Locker) poll(ctx context.Context, e *entry, wait bool) (sqllock.Lease, error) {
 	var won *Lease
-	err := waitloop.Run(ctx, waitloop.Spec{
-		Queue:   wakeups,
-		Key:     e.id.wake,
-		Wait:    wait,
-		Backoff: backoff.Exp{Min: minBackoff, Max: l.cfg.maxBackoff},
-		Closed:  l.done,
-		Try: func(ctx context.Context, t waitloop.Turn) (waitloop.Result, error) {
-			lease, err := l.tryOnce(ctx, e)
-			if err != nil && t.Queued && sqlutil.IsRetryable(err) {
-				l.cfg.logger.Info("advisory: acquire failed, retrying", telemetry.AttrKey, e.key, telemetry.LogError, err.Error())
-			}
-			won = lease
-			return waitloop.Result{Won: lease != nil, Remaining: -1}, err
-		},
-	})
+	var err error
+	polls := true
+	if wait && len(l.waiters) > 0 {
+		won, polls, err = l.waitInServer(ctx, e)
+	}
+	if polls {
+		err = l.pollLoop(ctx, e, wait, &won)
+	}
 	if err == nil {
 		return won, nil
 	}
@@ -349,6 +351,25 @@ func (l *Locker) poll(ctx context.Context, e *entry, wait bool) (sqllock.Lease, 
 		return nil, notAcquired(op, e.key, err)
 	}
 	return nil, fmt.Errorf("advisory: %s %q: %w", op, e.key, err)
+}
+
+// pollLoop tries e's lock with backoff until it wins (into won).
+func (l *Locker) pollLoop(ctx context.Context, e *entry, wait bool, won **Lease) error {
+	return waitloop.Run(ctx, waitloop.Spec{
+		Queue:   wakeups,
+		Key:     e.id.wake,
+		Wait:    wait,
+		Backoff: backoff.Exp{Min: minBackoff, Max: l.cfg.maxBackoff},
+		Closed:  l.done,
+		Try: func(ctx context.Context, t waitloop.Turn) (waitloop.Result, error) {
+			lease, err := l.tryOnce(ctx, e)
+			if err != nil && t.Queued && sqlutil.IsRetryable(err) {
+				l.cfg.logger.Info("advisory: acquire failed, retrying", telemetry.AttrKey, e.key, telemetry.LogError, err.Error())
+			}
+			*won = lease
+			return waitloop.Result{Won: lease != nil, Remaining: -1}, err
+		},
+	})
 }
 
 // tryOnce makes one attempt at e's lock on its session; a nil lease
@@ -429,7 +450,7 @@ func (l *Locker) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), lease.ReleaseTimeout)
 	defer cancel()
 	var errs []error
-	for _, s := range l.sessions {
+	for _, s := range append(l.sessions[:len(l.sessions):len(l.sessions)], l.waiters...) {
 		err := s.run(ctx, false, func(ctx context.Context) error {
 			if err := l.st.unlockAll(ctx, s); err != nil {
 				return err

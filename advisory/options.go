@@ -27,6 +27,7 @@ const (
 	DefaultSessions      = 2
 	DefaultCheckInterval = time.Second
 	DefaultMaxBackoff    = 50 * time.Millisecond
+	DefaultWaitSessions  = 4
 )
 
 // MinCheckInterval is the shortest session check interval accepted.
@@ -41,6 +42,7 @@ type config struct {
 	sessions   int
 	check      time.Duration
 	maxBackoff time.Duration
+	waits      int
 	logger     *slog.Logger
 	tel        telemetry.Options
 	pooler     bool
@@ -52,6 +54,7 @@ func defaults() config {
 		sessions:   DefaultSessions,
 		check:      DefaultCheckInterval,
 		maxBackoff: DefaultMaxBackoff,
+		waits:      DefaultWaitSessions,
 		logger:     slog.New(slog.DiscardHandler),
 	}
 }
@@ -90,6 +93,26 @@ func WithSessions(n int) Option {
 	}
 }
 
+// WithWaitSessions sets how many blocked Acquires of the Locker may wait
+// in the server at once (default 4, at most 64; 0 makes every wait poll).
+// Each takes a session of its own from the pool: its key's lock is
+// requested there and the server grants it the moment the holder lets go,
+// in the order the sessions asked, with no statement sent meanwhile. The
+// lease then lives on that session until its release; the session goes
+// back to the pool one check interval after its last use. Waits beyond
+// the limit, and every wait when the pool's SetMaxOpenConns leaves no room
+// (fewer than the pinned sessions plus two connections), poll instead
+// (WithMaxBackoff).
+func WithWaitSessions(n int) Option {
+	return func(c *config) error {
+		if n < 0 || n > 64 {
+			return fmt.Errorf("%w: wait sessions %d not in 0..64", sqllock.ErrInvalidOption, n)
+		}
+		c.waits = n
+		return nil
+	}
+}
+
 // WithCheckInterval sets how often each pinned session that holds locks is
 // pinged (default 1s). A session that fails its check is closed and all its
 // leases end with sqllock.ErrLockLost, so a loss is noticed within about
@@ -106,7 +129,8 @@ func WithCheckInterval(d time.Duration) Option {
 	}
 }
 
-// WithMaxBackoff caps the pause between attempts of a blocked Acquire whose
+// WithMaxBackoff caps the pause between attempts of a blocked Acquire that
+// polls, one that found no wait session free (WithWaitSessions), whose
 // key is held by another process (default 50ms). Releases in this process,
 // by any Locker, wake waiters at once whatever the cap.
 func WithMaxBackoff(d time.Duration) Option {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sqllock/sqllock/internal/sessionwatch"
@@ -46,6 +47,9 @@ type session struct {
 	stmts    *stmtcache.Cache // statements prepared on conn, closed with it
 	stop     chan struct{}    // closed to end the current conn's checker
 	watch    *sessionwatch.Watch
+	backend  atomic.Int64 // the server's id of conn, on a wait session
+
+	assigned bool // a wait session serving an entry; guarded by Locker.mu
 }
 
 func newSession(l *Locker) *session {

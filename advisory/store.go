@@ -3,6 +3,7 @@ package advisory
 import (
 	"context"
 	"database/sql"
+	"time"
 
 	"github.com/sqllock/sqllock"
 )
@@ -19,6 +20,16 @@ type store interface {
 	// only when it is granted, draws the fencing token in the same
 	// statement; ok is false when another session holds the lock.
 	try(ctx context.Context, h handle, id lockID, m mode) (token int64, ok bool, err error)
+	// block takes id's lock on h's session, waiting in the server for up
+	// to blockFor, and draws the token once it is granted; ok is false
+	// when the wait ran out. The session waits for nothing else: a
+	// Locker's waiter session serves one key at a time.
+	block(ctx context.Context, h handle, id lockID, m mode) (token int64, ok bool, err error)
+	// backendID is the statement that returns the session's server-side
+	// id, and interrupt the one that ends the running statement of the
+	// session with that id, from another session.
+	backendID() string
+	interrupt(id int64) string
 	// unlock frees id's lock on h's session; held is false when the
 	// session did not hold it.
 	unlock(ctx context.Context, h handle, id lockID, m mode) (held bool, err error)
@@ -34,6 +45,11 @@ type store interface {
 	// preparing once per connection.
 	prepare() bool
 }
+
+// blockFor bounds one waiting statement where the server needs a bound
+// (GET_LOCK's timeout); the waiter then asks again. PostgreSQL's waits
+// have none.
+const blockFor = 30 * time.Second
 
 // feature is a form of lock not every dialect has.
 type feature uint8

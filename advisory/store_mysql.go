@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/sqllock/sqllock"
 )
@@ -19,7 +21,10 @@ const (
 	// IF evaluates NEXTVAL only when GET_LOCK returned 1: the token is drawn
 	// by the session that holds the lock, while it holds it. The timeout is
 	// 0: a statement on a shared session never waits in the server.
-	myTry       = "SELECT IF(GET_LOCK(?, 0) = 1, NEXTVAL(sqllock_fence_seq), NULL)"
+	myTry = "SELECT IF(GET_LOCK(?, 0) = 1, NEXTVAL(sqllock_fence_seq), NULL)"
+	// The one statement that waits in the server, on a waiter session of
+	// its own (GET_LOCK returns 0 when the timeout passes, NULL when killed).
+	myBlock     = "SELECT IF(GET_LOCK(?, ?) = 1, NEXTVAL(sqllock_fence_seq), NULL)"
 	myUnlock    = "SELECT RELEASE_LOCK(?)" // 1 released, 0 another session's, NULL free
 	myUnlockAll = "SELECT RELEASE_ALL_LOCKS()"
 )
@@ -33,6 +38,16 @@ func (mysqlStore) lockID(namespace, key string) lockID {
 func (mysqlStore) try(ctx context.Context, h handle, id lockID, _ mode) (int64, bool, error) {
 	return queryToken(ctx, h, myTry, id.args)
 }
+
+func (mysqlStore) block(ctx context.Context, h handle, id lockID, _ mode) (int64, bool, error) {
+	return queryToken(ctx, h, myBlock, []any{id.args[0], int64(blockFor / time.Second)})
+}
+
+func (mysqlStore) backendID() string { return "SELECT CONNECTION_ID()" }
+
+// interrupt ends the statement, not the session: KILL takes no
+// placeholder, and id is the server's own number.
+func (mysqlStore) interrupt(id int64) string { return "KILL QUERY " + strconv.FormatInt(id, 10) }
 
 func (mysqlStore) unlock(ctx context.Context, h handle, id lockID, _ mode) (bool, error) {
 	return queryHeld(ctx, h, myUnlock, id.args)

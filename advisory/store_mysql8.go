@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"time"
 
 	"github.com/sqllock/sqllock"
 )
@@ -17,7 +18,10 @@ type mysqlCommonStore struct{ mysqlStore }
 
 // IF calls the function only when GET_LOCK returned 1: the token is drawn
 // by the session that holds the lock, while it holds it.
-const myCommonTry = "SELECT IF(GET_LOCK(?, 0) = 1, sqllock_next_token(), NULL)"
+const (
+	myCommonTry   = "SELECT IF(GET_LOCK(?, 0) = 1, sqllock_next_token(), NULL)"
+	myCommonBlock = "SELECT IF(GET_LOCK(?, ?) = 1, sqllock_next_token(), NULL)"
+)
 
 func (mysqlCommonStore) lockID(namespace, key string) lockID {
 	name := MySQLCommonName(namespace, key)
@@ -28,4 +32,8 @@ func (mysqlCommonStore) lockID(namespace, key string) lockID {
 
 func (mysqlCommonStore) try(ctx context.Context, h handle, id lockID, _ mode) (int64, bool, error) {
 	return queryToken(ctx, h, myCommonTry, id.args)
+}
+
+func (mysqlCommonStore) block(ctx context.Context, h handle, id lockID, _ mode) (int64, bool, error) {
+	return queryToken(ctx, h, myCommonBlock, []any{id.args[0], int64(blockFor / time.Second)})
 }

@@ -20,6 +20,11 @@ const (
 	pgTry       = "SELECT CASE WHEN pg_try_advisory_lock($1) THEN " + sqlutil.PostgresToken + " END"
 	pgTryShared = "SELECT CASE WHEN pg_try_advisory_lock_shared($1) THEN " + sqlutil.PostgresToken + " END"
 
+	// OFFSET 0 keeps the planner from flattening the subquery, so the lock
+	// is granted before the token is drawn.
+	pgBlock       = "SELECT " + sqlutil.PostgresToken + " FROM (SELECT pg_advisory_lock($1) OFFSET 0) AS granted"
+	pgBlockShared = "SELECT " + sqlutil.PostgresToken + " FROM (SELECT pg_advisory_lock_shared($1) OFFSET 0) AS granted"
+
 	pgUnlock       = "SELECT pg_advisory_unlock($1)"
 	pgUnlockShared = "SELECT pg_advisory_unlock_shared($1)"
 	// The cast gives the row a value to scan: the function returns void.
@@ -42,6 +47,23 @@ func (postgresStore) try(ctx context.Context, h handle, id lockID, m mode) (int6
 		q = pgTryShared
 	}
 	return queryToken(ctx, h, q, id.args)
+}
+
+func (postgresStore) block(ctx context.Context, h handle, id lockID, m mode) (int64, bool, error) {
+	q := pgBlock
+	if m == shared {
+		q = pgBlockShared
+	}
+	return queryToken(ctx, h, q, id.args)
+}
+
+func (postgresStore) backendID() string { return "SELECT pg_backend_pid()" }
+
+// interrupt cancels the statement: the session lives on, and a wait that
+// was granted as the cancel came holds the lock (the caller discards the
+// session either way).
+func (postgresStore) interrupt(id int64) string {
+	return "SELECT pg_cancel_backend(" + strconv.FormatInt(id, 10) + ")"
 }
 
 func (postgresStore) unlock(ctx context.Context, h handle, id lockID, m mode) (bool, error) {
