@@ -13,6 +13,12 @@
 // larger than the deleted one unless that insert drew its token before the
 // deleted row's holder did and is still in flight — the grace makes that
 // impossible in practice.
+//
+// On PostgreSQL and MySQL the lock table has no index on expires_at
+// (every take and release writes that column, and would write the index
+// too), so a sweep scans the table: about 10 ms for 100,000 rows on
+// PostgreSQL. On MySQL the scan is a plain read that locks nothing; the
+// expired rows it found are then deleted by primary key.
 package reaper
 
 import (

@@ -291,12 +291,12 @@ func describeDown(d sqllock.Dialect, plan []*goose.Source) (string, error) {
 // Down sections hold.
 var (
 	downStatement  = regexp.MustCompile(`(?is)^DROP\s+(TABLE|SEQUENCE|INDEX|FUNCTION)\s+(?:IF\s+EXISTS\s+)?([A-Za-z0-9_.]+)$`)
-	alterStatement = regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+([A-Za-z0-9_.]+)\s`)
+	alterStatement = regexp.MustCompile(`(?is)^(?:ALTER\s+TABLE|CREATE\s+INDEX\s+[A-Za-z0-9_]+\s+ON)\s+([A-Za-z0-9_.]+)\s`)
 )
 
 // downObjects reads the Down section of migration file name and returns
 // what it drops, as "table x", "sequence y" and "index z", and the tables
-// it alters (keeping their rows). A statement of another kind is an error: migrate
+// it alters or indexes (keeping their rows). A statement of another kind is an error: migrate
 // down could not say what it does.
 func downObjects(d sqllock.Dialect, name string) (drops, changes []string, err error) {
 	dir, err := migrations.Dir(d)

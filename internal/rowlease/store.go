@@ -65,7 +65,7 @@ func (s *statements) sql() *statements { return s }
 // names are a table's names as its statements use them.
 type names struct {
 	table   string // quoted
-	index   string // quoted: the expires_at index
+	index   string // quoted: the expires_at index (SQLite only)
 	channel string // the NOTIFY channel, where the dialect has one
 }
 

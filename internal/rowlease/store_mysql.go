@@ -3,6 +3,7 @@ package rowlease
 import (
 	"context"
 	"database/sql"
+	"strings"
 	"time"
 
 	"github.com/sqllock/sqllock"
@@ -15,7 +16,7 @@ func init() { register(sqllock.MySQL, newMySQL) }
 // sqllock_fence_seq, and positional arguments.
 type mysqlStore struct {
 	statements
-	q     struct{ take, renew, held, release, releaseOwner, forceRelease, audit, reap string }
+	q     struct{ take, renew, held, release, releaseOwner, forceRelease, audit, reapFind, reapDelete string }
 	table string  // the table's name as configured, for gate names
 	gates gateSQL // empty where the server's named locks do not serve (the MySQL path)
 }
@@ -50,10 +51,11 @@ ON DUPLICATE KEY UPDATE
 	expires_at  = IF(owner = VALUES(owner), GREATEST(expires_at, VALUES(expires_at)), expires_at)
 RETURNING owner, token, hold_count, host, TIMESTAMPDIFF(MICROSECOND, ` + now + `, expires_at),
 	TIMESTAMPDIFF(MICROSECOND, acquired_at, ` + now + `)`
-	// The UPDATEs name the key's row through the primary key, never the
-	// expires_at index (which MariaDB prefers when few rows are live): a
-	// statement then waits for the row lock of a take still in flight, and
-	// runs after it. A give-back of a take cut off in flight relies on that
+	// The UPDATEs name the key's row through the primary key, never an
+	// expires_at index (which MariaDB preferred when few rows were live,
+	// and a table made before migration 00012 still has): a statement then
+	// waits for the row lock of a take still in flight, and runs after it.
+	// A give-back of a take cut off in flight relies on that
 	// (Table.TakeDetached).
 	pk := t + ` FORCE INDEX (PRIMARY)`
 	s.q.renew = `UPDATE ` + pk + ` SET expires_at = GREATEST(expires_at, ` + now + ` + INTERVAL ? MICROSECOND)
@@ -71,7 +73,13 @@ WHERE lock_key = ? AND owner = ? AND token = ? AND expires_at > ` + now
 WHERE lock_key = ? AND owner = ? AND expires_at > ` + now
 	s.q.forceRelease = `UPDATE ` + pk + ` SET hold_count = 0, owner = '', expires_at = ` + now + `
 WHERE lock_key = ? AND token = ? AND expires_at > ` + now
-	s.q.reap = `DELETE FROM ` + t + ` WHERE expires_at < ` + now + ` - INTERVAL ? MICROSECOND ORDER BY expires_at LIMIT ?`
+	// With no index on expires_at a DELETE that looked for expired rows
+	// would lock every row its scan passed, live keys included, until it
+	// committed. So the reaper finds them with a plain read, which locks
+	// nothing, and deletes them by primary key, each only if still expired
+	// under its row lock.
+	s.q.reapFind = `SELECT lock_key FROM ` + t + ` WHERE expires_at < ` + now + ` - INTERVAL ? MICROSECOND LIMIT ?`
+	s.q.reapDelete = `DELETE FROM ` + t + ` WHERE expires_at < ` + now + ` - INTERVAL ? MICROSECOND AND lock_key IN (`
 	s.q.audit = `INSERT INTO ` + AuditTable + ` (at, action, lock_table, lock_key, token, owner, host, hold_count, operator, reason)
 SELECT ` + now + `, '` + ActionForceRelease + `', ?, lock_key, token, owner, host, hold_count, ?, ?
 FROM ` + pk + ` WHERE lock_key = ? AND token = ? AND expires_at > ` + now + ` FOR UPDATE`
@@ -82,7 +90,9 @@ FROM ` + pk + ` WHERE lock_key = ? AND token = ? AND expires_at > ` + now + ` FO
 	TIMESTAMPDIFF(MICROSECOND, acquired_at, ` + now + `)
 FROM ` + t + ` WHERE expires_at > ` + now + ` ORDER BY lock_key`
 	// varbinary: keys and owners compare byte for byte, not by a collation
-	// that ignores case and trailing spaces.
+	// that ignores case and trailing spaces. No index on expires_at: every
+	// take and release writes it, and so would write the index too
+	// (migration 00012).
 	s.ddl = `CREATE TABLE ` + t + ` (
     lock_key    varbinary(255) NOT NULL PRIMARY KEY,
     owner       varbinary(64)  NOT NULL,
@@ -90,8 +100,7 @@ FROM ` + t + ` WHERE expires_at > ` + now + ` ORDER BY lock_key`
     hold_count  int            NOT NULL,
     token       bigint         NOT NULL,
     acquired_at datetime(6)    NOT NULL,
-    expires_at  datetime(6)    NOT NULL,
-    KEY ` + n.index + ` (expires_at)
+    expires_at  datetime(6)    NOT NULL
 ) ENGINE=InnoDB;`
 	return s
 }
@@ -142,8 +151,46 @@ func (s *mysqlStore) audit(ctx context.Context, tx *sql.Tx, key string, token in
 	return execTx(ctx, tx, s.q.audit, table, a.Operator, a.Reason, key, token)
 }
 
+// reapChunk bounds the keys one DELETE names, well under the server's
+// limit on placeholders.
+const reapChunk = 1000
+
 func (s *mysqlStore) reap(ctx context.Context, db *sql.DB, grace time.Duration, batch int) (int64, error) {
-	return execReap(ctx, db, s.q.reap, grace, batch)
+	rows, err := db.QueryContext(ctx, s.q.reapFind, micros(grace), batch)
+	if err != nil {
+		return 0, err
+	}
+	var keys []any
+	for rows.Next() {
+		var k []byte
+		if err := rows.Scan(&k); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Close(); err != nil {
+		return 0, err
+	}
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	var n int64
+	for len(keys) > 0 {
+		chunk := keys[:min(len(keys), reapChunk)]
+		keys = keys[len(chunk):]
+		q := s.q.reapDelete + strings.Repeat("?, ", len(chunk)-1) + "?)"
+		res, err := db.ExecContext(ctx, q, append([]any{micros(grace)}, chunk...)...)
+		if err != nil {
+			return n, err
+		}
+		d, err := res.RowsAffected()
+		if err != nil {
+			return n, err
+		}
+		n += d
+	}
+	return n, nil
 }
 
 func (s *mysqlStore) gateName(key string) string { return GateName(s.table, key) }

@@ -146,6 +146,9 @@ FROM ` + t + ` WHERE lock_key = $1 AND token = $2 AND expires_at > now() FOR UPD
 	s.list = `SELECT lock_key, owner, host, hold_count, token, acquired_at, expires_at,
 	(extract(epoch FROM now() - acquired_at) * 1000000)::bigint
 FROM ` + t + ` WHERE expires_at > now() ORDER BY lock_key`
+	// No index on expires_at and half-full pages: every take and release
+	// writes expires_at, and only then can such an update be HOT, written
+	// to the heap page alone (migration 00012).
 	s.ddl = `CREATE TABLE ` + t + ` (
     lock_key    varchar(255) NOT NULL PRIMARY KEY,
     owner       varchar(64)  NOT NULL,
@@ -155,8 +158,7 @@ FROM ` + t + ` WHERE expires_at > now() ORDER BY lock_key`
     acquired_at timestamptz  NOT NULL,
     expires_at  timestamptz  NOT NULL,
     wanted      boolean      NOT NULL DEFAULT false
-);
-CREATE INDEX ` + n.index + ` ON ` + t + ` (expires_at);`
+) WITH (fillfactor = 50);`
 	return s
 }
 

@@ -61,6 +61,9 @@ FROM information_schema.columns WHERE table_schema = current_schema() AND table_
 		n := len(lines)
 		add(`SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() AND tablename = $1`, table)
 		slices.Sort(lines[n:])
+		// Storage parameters such as fillfactor, which decide whether
+		// updates can be HOT.
+		add(`SELECT coalesce(array_to_string(reloptions, ','), '') FROM pg_class WHERE oid = to_regclass(quote_ident($1))`, table)
 	case sqllock.MySQL, sqllock.MySQLCommon:
 		// SHOW CREATE TABLE spells out every column, index, charset and
 		// collation in one canonical form.
