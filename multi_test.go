@@ -302,6 +302,13 @@ func (g *waitGraph) deadlocked(w int) bool {
 func TestAcquireOneByOneDeadlocks(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, db *testdb.DB, tg multiTarget) {
 		ctx, w := ctxFor(t), newWorkload(t)
+		// Rounds broken by timeout drop connections in bulk (a rowlock
+		// lease is a connection); reopening them all at the next round
+		// slowed the server's connection startup to seconds on a loaded
+		// machine, and every wait then timed out before any could form a
+		// cycle. Keep them in the pool for the test.
+		db.SetMaxIdleConns(mkWorkers * 5)
+		t.Cleanup(func() { db.SetMaxIdleConns(2) })
 		var graph waitGraph
 		lockers := []sqllock.Locker{tg.new(t, db), tg.new(t, db)}
 		// Long enough for a loaded machine: the first deadlock ends it.

@@ -143,10 +143,12 @@ func waiting(t testing.TB, db *testdb.DB, table string) int {
 	if db.Dialect == sqllock.Postgres {
 		q = `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%` + table + `%' AND pid <> pg_backend_pid()`
 	} else {
-		// A locking read of the table: a statement that merely names it
-		// may be one an Acquire runs before it can wait.
+		// A locking read of the table that can wait: a statement that
+		// merely names it, or a NOWAIT try, may be one an Acquire runs
+		// before it waits.
 		q = `SELECT count(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE '%` + table + `%'
-			AND (INFO LIKE '%FOR UPDATE%' OR INFO LIKE '%SHARE%') AND ID <> CONNECTION_ID() AND COMMAND <> 'Sleep'`
+			AND (INFO LIKE '%FOR UPDATE%' OR INFO LIKE '%SHARE%') AND INFO NOT LIKE '%NOWAIT%'
+			AND ID <> CONNECTION_ID() AND COMMAND <> 'Sleep'`
 	}
 	var n int
 	if err := db.QueryRowContext(context.Background(), q).Scan(&n); err != nil {

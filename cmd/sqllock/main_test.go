@@ -434,7 +434,9 @@ func TestLocksForceRelease(t *testing.T) {
 	forEachDB(t, func(t *testing.T, d dbTarget) {
 		sqllockCmd(t, "migrate", "up", "--dsn", d.dsn).want(t, 0)
 		key := fmt.Sprintf("orders/%x", rand.Uint64())
-		holder := exec.Command(bin, "hold", key, "--ttl", "1s", "--for", "2m", "--owner", "billing-worker-7", "--dsn", d.dsn)
+		// A TTL with room for a loaded machine, where each command below
+		// connects anew.
+		holder := exec.Command(bin, "hold", key, "--ttl", "5s", "--for", "2m", "--owner", "billing-worker-7", "--dsn", d.dsn)
 		holder.Env = append(os.Environ(), "SQLLOCK_DSN=")
 		out, err := holder.StdoutPipe()
 		if err != nil {
