@@ -167,6 +167,11 @@ func open(ctx context.Context, t target, mode openMode) (*sql.DB, error) {
 	if err != nil {
 		return nil, fail(exitBadDSN, "bad --dsn: %v", err)
 	}
+	// The command runs many goroutines on one pool (replicas, workers,
+	// renewals); with database/sql's default of 2 idle connections each
+	// burst closes the rest and the next opens them again, a server
+	// process start each (20 ms and far more on a loaded PostgreSQL).
+	db.SetMaxIdleConns(16)
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := whileBusy(pctx, t, db.PingContext); err != nil {
