@@ -349,6 +349,10 @@ func (l *Locker) poll(ctx context.Context, e *entry, wait bool) (sqllock.Lease, 
 		return nil, fmt.Errorf("advisory: %s %q: %w", op, e.key, sqllock.ErrNotAcquired)
 	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		return nil, notAcquired(op, e.key, err)
+	case ctx.Err() != nil:
+		// The context ended while the attempt failed for a cause of its
+		// own (a dial cut short reports an i/o timeout): both are said.
+		return nil, notAcquired(op, e.key, errors.Join(ctx.Err(), err))
 	}
 	return nil, fmt.Errorf("advisory: %s %q: %w", op, e.key, err)
 }
