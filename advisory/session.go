@@ -86,10 +86,7 @@ func (s *session) run(ctx context.Context, pin bool, fn func(ctx context.Context
 	if s.conn != nil {
 		// The server closed the connection while it was idle: its locks
 		// are reported lost already; discard it before it fails a statement.
-		s.mu.Lock()
-		doomed := s.doomed
-		s.mu.Unlock()
-		if doomed != "" {
+		if doomed := s.doomedCause(); doomed != "" {
 			s.fail(errors.New(doomed))
 		}
 	}
@@ -205,14 +202,33 @@ func (s *session) fail(cause error) {
 	if s.conn == nil {
 		return
 	}
+	s.discard()
+	s.l.cfg.logger.Warn("advisory: session failed, its locks are lost", telemetry.LogError, cause.Error())
+	s.l.loseSession(s, fmt.Sprintf("the session holding it failed: %v", cause))
+}
+
+// discard closes the connection, never returning it to the pool, without
+// reporting a loss: fail reports it, and a wait session discards a
+// connection that holds no lease's lock. sem held.
+func (s *session) discard() {
+	if s.conn == nil {
+		return
+	}
 	s.unwatch()
 	close(s.stop)
 	_ = s.stmts.Close()
 	_ = s.conn.Raw(func(any) error { return driver.ErrBadConn }) // ErrBadConn makes database/sql close it
 	s.conn, s.stmts = nil, nil
 	s.held = 0
-	s.l.cfg.logger.Warn("advisory: session failed, its locks are lost", telemetry.LogError, cause.Error())
-	s.l.loseSession(s, fmt.Sprintf("the session holding it failed: %v", cause))
+	s.backend.Store(0)
+}
+
+// doomedCause is why the pinned connection's locks were declared lost, or
+// empty.
+func (s *session) doomedCause() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.doomed
 }
 
 // check pings the connection of generation gen every check interval while

@@ -2,7 +2,6 @@ package advisory
 
 import (
 	"context"
-	"database/sql/driver"
 	"errors"
 	"time"
 
@@ -152,13 +151,8 @@ func (s *session) block(ctx context.Context, stmt func(ctx context.Context) (int
 	if s.l.isClosed() {
 		return errClosed
 	}
-	if s.conn != nil {
-		s.mu.Lock()
-		doomed := s.doomed
-		s.mu.Unlock()
-		if doomed != "" {
-			s.discard()
-		}
+	if s.doomedCause() != "" {
+		s.discard() // holds no lease's lock: nothing to report
 	}
 	if s.conn == nil {
 		if err := s.pin(ctx); err != nil {
@@ -210,10 +204,7 @@ func (s *session) block(ctx context.Context, stmt func(ctx context.Context) (int
 		if !r.ok {
 			continue
 		}
-		s.mu.Lock()
-		doomed := s.doomed
-		s.mu.Unlock()
-		if doomed != "" {
+		if doomed := s.doomedCause(); doomed != "" {
 			s.discard() // frees the lock just granted
 			return errors.New(doomed)
 		}
@@ -238,20 +229,4 @@ func (s *session) interrupt() {
 		}
 		s.l.cfg.logger.Warn("advisory: could not interrupt a wait in the server", telemetry.LogError, err.Error())
 	}
-}
-
-// discard closes the connection, which holds no lease's lock (a wait
-// session before its grant, or one whose grant is refused), without
-// reporting a loss. sem held.
-func (s *session) discard() {
-	if s.conn == nil {
-		return
-	}
-	s.unwatch()
-	close(s.stop)
-	_ = s.stmts.Close()
-	_ = s.conn.Raw(func(any) error { return driver.ErrBadConn }) // closed, never pooled
-	s.conn, s.stmts = nil, nil
-	s.held = 0
-	s.backend.Store(0)
 }
