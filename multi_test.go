@@ -243,8 +243,8 @@ func TestAcquireAllNoDeadlock(t *testing.T) {
 	})
 }
 
-// waitGraph records who holds each key and who waits for which, to tell a
-// deadlock from a slow queue when a wait times out.
+// waitGraph records who holds each key and who waits for which, to see a
+// deadlock as it forms.
 type waitGraph struct {
 	mu      sync.Mutex
 	holder  [mkKeys]int    // worker+1 holding each key; 0: none
@@ -270,11 +270,21 @@ func (g *waitGraph) free(key int) {
 	g.holder[key] = 0
 }
 
-// deadlocked reports whether w's wait runs into a cycle: w waits for a key
-// held by a worker that waits for a key held by ..., back to one already
-// seen. A holder is recorded only after its Acquire returned and cleared
-// before its Release, so the graph never shows a hold the database does not
-// have: a cycle here is a real deadlock, which only a timeout breaks.
+// cycle reports whether some worker's wait runs into a cycle: it waits
+// for a key held by a worker that waits for a key held by ..., back to one
+// already seen. A holder is recorded only after its Acquire returned and
+// cleared before its Release, so the graph never shows a hold the database
+// does not have: a cycle here is a real deadlock, which nothing but a
+// cancel breaks.
+func (g *waitGraph) cycle() bool {
+	for w := range mkWorkers {
+		if g.deadlocked(w) {
+			return true
+		}
+	}
+	return false
+}
+
 func (g *waitGraph) deadlocked(w int) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -295,49 +305,62 @@ func (g *waitGraph) deadlocked(w int) bool {
 }
 
 // The hazard AcquireAll removes: the same workload taking its keys one by
-// one, in the order picked, deadlocks. Each round has 400ms; a wait that
-// ends by that timeout while the waits form a cycle (or a deadlock error
-// from the database) is a deadlock. The test fails if none happens, so it
-// shows that the order, not luck, kept TestAcquireAllNoDeadlock alive.
+// one, in the order picked, deadlocks. A watcher reads the wait graph; a
+// cycle in it (each worker waiting for a key the next holds) is a deadlock,
+// and the first one ends the test by cancelling every wait; a deadlock
+// error from the database counts too. The test fails if none happens in
+// 30s, so it shows that the order, not luck, kept TestAcquireAllNoDeadlock
+// alive. No wait has a timeout of its own: on a loaded machine a timed-out
+// wait dropped its connection (a cancelled statement leaves it unsafe to
+// reuse), every round then waited on connection startup, and no round
+// completed.
 func TestAcquireOneByOneDeadlocks(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, db *testdb.DB, tg multiTarget) {
-		ctx, w := ctxFor(t), newWorkload(t)
-		// Rounds broken by timeout drop connections in bulk (a rowlock
-		// lease is a connection); reopening them all at the next round
-		// slowed the server's connection startup to seconds on a loaded
-		// machine, and every wait then timed out before any could form a
-		// cycle. Keep them in the pool for the test.
+		w := newWorkload(t)
+		// A rowlock lease is a connection: keep them pooled for the test.
 		db.SetMaxIdleConns(mkWorkers * 5)
 		t.Cleanup(func() { db.SetMaxIdleConns(2) })
 		var graph waitGraph
 		lockers := []sqllock.Locker{tg.new(t, db), tg.new(t, db)}
 		// Long enough for a loaded machine: the first deadlock ends it.
-		limit := time.Now().Add(30 * time.Second)
-		var deadlocks, dbDeadlocks, slow, rounds atomic.Int64
-		// Stop at the first deadlock: it is what the test is after.
-		over := func() bool { return deadlocks.Load()+dbDeadlocks.Load() > 0 || time.Now().After(limit) }
+		relCtx := ctxFor(t)
+		ctx, stop := context.WithTimeout(relCtx, 30*time.Second)
+		defer stop()
+		var deadlocks, dbDeadlocks, rounds atomic.Int64
 		var wg sync.WaitGroup
+		wg.Go(func() {
+			tick := time.NewTicker(10 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+				}
+				if graph.cycle() {
+					deadlocks.Add(1)
+					stop()
+					return
+				}
+			}
+		})
 		for g := range mkWorkers {
 			wg.Go(func() {
 				rng := rand.New(rand.NewPCG(rand.Uint64(), uint64(g)))
 				l := lockers[g%len(lockers)]
-				for !over() {
+				for ctx.Err() == nil {
 					idx := w.pick(rng)
-					rctx, cancel := context.WithTimeout(ctx, 400*time.Millisecond)
 					var held []sqllock.Lease
 					var failed bool
 					for _, i := range idx {
 						graph.wait(g, i)
-						lease, err := l.Acquire(rctx, w.keys[i])
+						lease, err := l.Acquire(ctx, w.keys[i])
 						if err != nil {
 							switch {
 							case sqlutil.IsDeadlock(err):
 								dbDeadlocks.Add(1)
-							case errors.Is(err, context.DeadlineExceeded) && graph.deadlocked(g):
-								deadlocks.Add(1)
-							case errors.Is(err, context.DeadlineExceeded):
-								slow.Add(1)
-							default:
+								stop()
+							case ctx.Err() == nil:
 								t.Errorf("worker %d: Acquire: %v", g, err)
 							}
 							graph.wait(g, -1)
@@ -347,14 +370,13 @@ func TestAcquireOneByOneDeadlocks(t *testing.T) {
 						graph.hold(g, i)
 						held = append(held, lease)
 					}
-					cancel()
 					if !failed {
 						w.critical(t, idx)
 						rounds.Add(1)
 					}
 					for j := len(held) - 1; j >= 0; j-- {
 						graph.free(idx[j])
-						if err := held[j].Release(ctx); err != nil {
+						if err := held[j].Release(relCtx); err != nil {
 							t.Errorf("worker %d: Release: %v", g, err)
 						}
 					}
@@ -363,8 +385,8 @@ func TestAcquireOneByOneDeadlocks(t *testing.T) {
 		}
 		wg.Wait()
 		w.check(t)
-		t.Logf("one by one: %d deadlocks broken by timeout, %d deadlock errors, %d slow waits, %d rounds completed",
-			deadlocks.Load(), dbDeadlocks.Load(), slow.Load(), rounds.Load())
+		t.Logf("one by one: %d deadlocks seen in the wait graph, %d deadlock errors, %d rounds completed",
+			deadlocks.Load(), dbDeadlocks.Load(), rounds.Load())
 		if deadlocks.Load()+dbDeadlocks.Load() == 0 {
 			t.Errorf("no deadlock in %d rounds taking keys one by one in random order: the test no longer shows what AcquireAll's order buys", rounds.Load())
 		}

@@ -138,6 +138,12 @@ func TestFencingAfterWait(t *testing.T) {
 // waiting returns the server sessions blocked on a row lock in a statement
 // that names table.
 func waiting(t testing.TB, db *testdb.DB, table string) int {
+	return waitingFor(t, db, table, 0)
+}
+
+// waitingFor counts the statements waiting on table; on MariaDB only those
+// that have run for at least age.
+func waitingFor(t testing.TB, db *testdb.DB, table string, age time.Duration) int {
 	t.Helper()
 	var q string
 	if db.Dialect == sqllock.Postgres {
@@ -145,10 +151,12 @@ func waiting(t testing.TB, db *testdb.DB, table string) int {
 	} else {
 		// A locking read of the table that can wait: a statement that
 		// merely names it, or a NOWAIT try, may be one an Acquire runs
-		// before it waits.
-		q = `SELECT count(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE '%` + table + `%'
-			AND (INFO LIKE '%FOR UPDATE%' OR INFO LIKE '%SHARE%') AND INFO NOT LIKE '%NOWAIT%'
-			AND ID <> CONNECTION_ID() AND COMMAND <> 'Sleep'`
+		// before it waits. MariaDB shows no lock wait of a prepared
+		// statement in INNODB_TRX; only the statement's age tells a wait
+		// from a locking read finishing after its rows were sent.
+		q = fmt.Sprintf(`SELECT count(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE '%%%s%%'
+			AND (INFO LIKE '%%FOR UPDATE%%' OR INFO LIKE '%%SHARE%%') AND INFO NOT LIKE '%%NOWAIT%%'
+			AND ID <> CONNECTION_ID() AND COMMAND <> 'Sleep' AND TIME_MS >= %d`, table, age.Milliseconds())
 	}
 	var n int
 	if err := db.QueryRowContext(context.Background(), q).Scan(&n); err != nil {
@@ -157,10 +165,11 @@ func waiting(t testing.TB, db *testdb.DB, table string) int {
 	return n
 }
 
+// waitForWaiter returns once a statement has waited on table for 100ms.
 func waitForWaiter(t testing.TB, db *testdb.DB, table string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for waiting(t, db, table) == 0 {
+	for waitingFor(t, db, table, 100*time.Millisecond) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("no waiter appeared on the server within 10s")
 		}
