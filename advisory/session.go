@@ -106,7 +106,10 @@ func (s *session) run(ctx context.Context, pin bool, fn func(ctx context.Context
 	s.mu.Lock()
 	s.busySince = time.Now()
 	s.mu.Unlock()
+	// fn's statements read their answers; the watch need not look.
+	s.watch.Busy()
 	err := fn(context.Background())
+	s.watch.Idle()
 	s.mu.Lock()
 	s.busySince = time.Time{}
 	doomed := s.doomed

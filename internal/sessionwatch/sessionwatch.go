@@ -57,6 +57,26 @@ func (w *Watch) Stop() {
 	w.stop()
 }
 
+// Busy tells the watch that its owner runs a statement on the connection
+// now: until Idle, answers arriving on the socket do not wake the watcher
+// (a FATAL error that cuts the statement off comes back to the statement
+// as its error; a close is still seen). Each answer woke it before, for a
+// peek at the data: a goroutine switch and two system calls per
+// statement. Safe on a nil or stopped Watch.
+func (w *Watch) Busy() {
+	if w != nil {
+		w.busy()
+	}
+}
+
+// Idle ends a Busy: data arriving now is looked at again. Data that came
+// in between and is still unread is looked at at once.
+func (w *Watch) Idle() {
+	if w != nil {
+		w.idle()
+	}
+}
+
 // fatal reports whether b, the head of the data the server sent, is a
 // PostgreSQL ErrorResponse of severity FATAL or PANIC: the message that
 // ends a session. An answer to a statement ends in ReadyForQuery, so once

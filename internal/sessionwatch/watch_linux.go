@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -13,14 +14,18 @@ import (
 
 // Watch is one watched socket.
 type Watch struct {
-	id uint64
-	rc syscall.RawConn
-	fn func()
+	id   uint64
+	rc   syscall.RawConn
+	fn   func()
+	epfd int // the poller's epoll instance, open while the watch is registered
 
 	mu      sync.Mutex
 	stopped bool
 	fired   bool
 }
+
+// looks counts the events the watcher handled, for tests.
+var looks atomic.Int64
 
 // poller is the process's epoll instance and the watches registered on
 // it. It exists, with its goroutine, only while a watch does: a process
@@ -51,11 +56,8 @@ func watchNet(nc net.Conn, fn func()) *Watch {
 		}
 	}
 	p.next++
-	w := &Watch{id: p.next, rc: rc, fn: fn}
-	// Edge-triggered: one event per arrival of data, however long the
-	// data waits to be read by the statement it answers.
-	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLET}
-	ev.Fd, ev.Pad = int32(uint32(w.id)), int32(uint32(w.id>>32)) // the user data
+	w := &Watch{id: p.next, rc: rc, fn: fn, epfd: p.epfd}
+	ev := w.event(idleEvents)
 	epfd := p.epfd
 	cerr := rc.Control(func(fd uintptr) {
 		err = unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, int(fd), &ev)
@@ -122,6 +124,7 @@ func loop(rc syscall.RawConn) {
 			if w == nil {
 				continue
 			}
+			looks.Add(1)
 			if evs[i].Events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) == 0 && !w.fatalPending() {
 				continue // an answer to a statement
 			}
@@ -160,6 +163,45 @@ func (w *Watch) stop() {
 		stopPoller()
 	}
 }
+
+// The events watched. Edge-triggered: one event per arrival of data,
+// however long the data waits to be read by the statement it answers.
+// While the owner runs a statement (Busy), data is its answer, read by the
+// driver, which also reads a FATAL error that cuts it off: only the close
+// is watched, and the socket's owner is not woken by every answer.
+const (
+	idleEvents = unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLET
+	busyEvents = unix.EPOLLRDHUP | unix.EPOLLET
+)
+
+func (w *Watch) event(events uint32) unix.EpollEvent {
+	ev := unix.EpollEvent{Events: events}
+	ev.Fd, ev.Pad = int32(uint32(w.id)), int32(uint32(w.id>>32)) // the user data
+	return ev
+}
+
+// modify changes the events watched. w.mu held through the call: stop
+// waits for it, so the epoll instance is still open.
+func (w *Watch) modify(events uint32) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped || w.fired {
+		return
+	}
+	ev := w.event(events)
+	// Back to idle with data already waiting (a FATAL error that came
+	// after the statement's answer) reports it at once: a modification
+	// rechecks readiness.
+	_ = w.rc.Control(func(fd uintptr) {
+		_ = unix.EpollCtl(w.epfd, unix.EPOLL_CTL_MOD, int(fd), &ev)
+	})
+}
+
+func (w *Watch) busy() { w.modify(busyEvents) }
+func (w *Watch) idle() { w.modify(idleEvents) }
 
 // fatalPending peeks, without consuming anything, at the data waiting on
 // the socket: true when it starts with the server's FATAL error, which

@@ -10,3 +10,5 @@ type Watch struct{}
 func watchNet(net.Conn, func()) *Watch { return nil }
 
 func (*Watch) stop() {}
+func (*Watch) busy() {}
+func (*Watch) idle() {}
