@@ -34,6 +34,7 @@ type hold struct {
 	deadline time.Time // the lease counts as lost from here on
 	leases   map[*Lease]struct{}
 	lost     bool
+	cause    string // why it was lost, once lost
 	stopped  bool
 	gated    bool        // its key's gate is wanted (Locker.gate), until ungate
 	armed    bool        // and was asked for, gateAfter into the hold
@@ -69,8 +70,16 @@ func (s *Lease) Done() <-chan struct{} { return s.base.Done() }
 // renewal deadline itself, so a holder resumed after a long pause learns of
 // the loss even before the renewal goroutine runs.
 func (s *Lease) Err() error {
-	s.h.checkDeadline()
+	s.tellLoss()
 	return s.base.Err()
+}
+
+// tellLoss ends the lease as lost if its hold is lost, before the
+// goroutine that found the loss has told every lease (it tells them last).
+func (s *Lease) tellLoss() {
+	if cause := s.h.checkDeadline(); cause != "" {
+		s.base.Lose(s.base.Lost(cause))
+	}
 }
 
 // Release gives one hold of the key back. The first call after a loss
@@ -79,7 +88,7 @@ func (s *Lease) Err() error {
 // It runs detached from ctx's cancellation, bounded by its own timeout, so
 // it is safe to defer with a context that has ended.
 func (s *Lease) Release(ctx context.Context) error {
-	s.h.checkDeadline() // a loss that came first is the one Release reports
+	s.tellLoss() // a loss that came first is the one Release reports
 	return s.base.Release(ctx, s.free)
 }
 
@@ -284,13 +293,18 @@ func (h *hold) forget() {
 
 // checkDeadline declares the loss if the renewal deadline has passed,
 // whether or not the renewal goroutine has run since.
-func (h *hold) checkDeadline() {
+// It returns the cause once the hold is lost, here or by another
+// goroutine that may not have told the leases yet.
+func (h *hold) checkDeadline() (cause string) {
 	h.mu.Lock()
 	past := !h.stopped && time.Now().After(h.deadline)
 	h.mu.Unlock()
 	if past {
 		h.lose("not renewed before the safety margin", true)
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cause
 }
 
 // lose ends every lease of the hold as lost, for cause, and its renewal.
@@ -300,7 +314,7 @@ func (h *hold) lose(cause string, warn bool) {
 		h.mu.Unlock()
 		return
 	}
-	h.lost = true
+	h.lost, h.cause = true, cause
 	leases := make([]*Lease, 0, len(h.leases))
 	for s := range h.leases {
 		leases = append(leases, s)
