@@ -106,10 +106,7 @@ func (s *session) run(ctx context.Context, pin bool, fn func(ctx context.Context
 	s.mu.Lock()
 	s.busySince = time.Now()
 	s.mu.Unlock()
-	// fn's statements read their answers; the watch need not look.
-	s.watch.Busy()
 	err := fn(context.Background())
-	s.watch.Idle()
 	s.mu.Lock()
 	s.busySince = time.Time{}
 	doomed := s.doomed
@@ -189,8 +186,11 @@ func (s *session) unpin() {
 
 // queryRow runs query on the session's connection and scans its one row,
 // through a statement prepared once per pinned connection where the store
-// asks for it. sem held.
+// asks for it. The statement reads its own answer: the socket watch need
+// not look at it. sem held.
 func (s *session) queryRow(ctx context.Context, query string, args []any, dest any) error {
+	s.watch.Busy()
+	defer s.watch.Idle()
 	if s.l.prepare {
 		return s.stmts.QueryRow(ctx, s.conn, query, args, dest)
 	}

@@ -159,7 +159,7 @@ func (s *session) block(ctx context.Context, stmt func(ctx context.Context) (int
 			return err
 		}
 		var id int64
-		if err := s.conn.QueryRowContext(ctx, s.l.st.backendID()).Scan(&id); err != nil {
+		if err := s.queryRow(ctx, s.l.st.backendID(), nil, &id); err != nil {
 			s.discard()
 			return err
 		}
