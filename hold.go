@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/internal/backoff"
+	"github.com/sqllock/sqllock/internal/ctxend"
 )
 
 // HoldOption configures Hold.
@@ -80,15 +81,15 @@ func Hold(ctx context.Context, l Locker, key string, fn func(ctx context.Context
 		if err == nil {
 			pause.Reset()
 			err = run(ctx, lease, fn)
-			if !errors.Is(err, ErrLockLost) || ctx.Err() != nil {
+			if !errors.Is(err, ErrLockLost) || ctxend.Err(ctx) != nil {
 				return err
 			}
-		} else if ctx.Err() != nil || !retryAcquire(err) {
+		} else if ctxend.Err(ctx) != nil || !retryAcquire(err) {
 			return err
 		}
 		cfg.onRetry(err)
 		if backoff.Sleep(ctx, pause.Next()) != nil {
-			return fmt.Errorf("sqllock: hold %q: %w (after: %w)", key, ctx.Err(), err)
+			return fmt.Errorf("sqllock: hold %q: %w (after: %w)", key, ctxend.Err(ctx), err)
 		}
 	}
 }

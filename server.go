@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/sqllock/sqllock/internal/ctxend"
 )
 
 // Server is what DetectServer read from a MySQL-family server.
@@ -141,8 +143,8 @@ func CheckServer(ctx context.Context, db *sql.DB, d Dialect) error {
 	}
 	s, err := DetectServer(ctx, db)
 	if err != nil {
-		if ctx.Err() != nil {
-			return errors.Join(ErrNotAcquired, ctx.Err())
+		if cerr := ctxend.Err(ctx); cerr != nil {
+			return errors.Join(ErrNotAcquired, cerr)
 		}
 		return err
 	}
@@ -175,8 +177,8 @@ func checkTickets(ctx context.Context, db *sql.DB) error {
 	var n int
 	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.ROUTINES
 WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME = 'sqllock_next_token'`).Scan(&n); err != nil {
-		if ctx.Err() != nil {
-			return errors.Join(ErrNotAcquired, ctx.Err())
+		if cerr := ctxend.Err(ctx); cerr != nil {
+			return errors.Join(ErrNotAcquired, cerr)
 		}
 		return fmt.Errorf("sqllock: looking for sqllock_next_token: %w", err)
 	}

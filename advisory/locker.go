@@ -11,6 +11,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/backoff"
+	"github.com/sqllock/sqllock/internal/ctxend"
 	"github.com/sqllock/sqllock/internal/identity"
 	"github.com/sqllock/sqllock/internal/lease"
 	"github.com/sqllock/sqllock/internal/sqlutil"
@@ -242,7 +243,7 @@ func (l *Locker) take(ctx context.Context, key string, m mode, wait bool) (sqllo
 	if err != nil {
 		return nil, fmt.Errorf("advisory: %s %q: %w", op, key, err)
 	}
-	if err := ctx.Err(); err != nil {
+	if err := ctxend.Err(ctx); err != nil {
 		return nil, notAcquired(op, key, err)
 	}
 	id := l.lockID(key)
@@ -281,7 +282,7 @@ func (l *Locker) take(ctx context.Context, key string, m mode, wait bool) (sqllo
 		case <-ch:
 		case <-l.done:
 		case <-ctx.Done():
-			return nil, notAcquired(op, key, ctx.Err())
+			return nil, notAcquired(op, key, ctxend.Err(ctx))
 		}
 	}
 }
@@ -347,12 +348,14 @@ func (l *Locker) poll(ctx context.Context, e *entry, wait bool) (sqllock.Lease, 
 		return nil, closedErr(op, e.key, true)
 	case errors.Is(err, waitloop.ErrRefused):
 		return nil, fmt.Errorf("advisory: %s %q: %w", op, e.key, sqllock.ErrNotAcquired)
-	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+	}
+	if cerr := ctxend.Err(ctx); cerr != nil {
+		if !errors.Is(err, cerr) {
+			// The attempt failed for a cause of its own as ctx ended (a
+			// dial cut short reports an i/o timeout): both are said.
+			err = errors.Join(cerr, err)
+		}
 		return nil, notAcquired(op, e.key, err)
-	case ctx.Err() != nil:
-		// The context ended while the attempt failed for a cause of its
-		// own (a dial cut short reports an i/o timeout): both are said.
-		return nil, notAcquired(op, e.key, errors.Join(ctx.Err(), err))
 	}
 	return nil, fmt.Errorf("advisory: %s %q: %w", op, e.key, err)
 }

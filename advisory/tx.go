@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/ctxend"
 )
 
 // AcquireTx takes key with pg_advisory_xact_lock inside tx, blocking until
@@ -49,13 +50,13 @@ func (l *Locker) acquireTx(ctx context.Context, tx *sql.Tx, key string, wait boo
 	if l.isClosed() {
 		return 0, closedErr(op, key, false)
 	}
-	if err := ctx.Err(); err != nil {
+	if err := ctxend.Err(ctx); err != nil {
 		return 0, notAcquired(op, key, err)
 	}
 	tok, ok, err := l.st.acquireTx(ctx, txHandle{tx}, l.lockID(key), wait)
 	switch {
-	case err != nil && ctx.Err() != nil:
-		return 0, notAcquired(op, key, ctx.Err())
+	case err != nil && ctxend.Err(ctx) != nil:
+		return 0, notAcquired(op, key, ctxend.Err(ctx))
 	case err != nil:
 		return 0, fmt.Errorf("advisory: %s %q: %w", op, key, err)
 	case !ok:
@@ -80,8 +81,8 @@ func (l *Locker) DoTx(ctx context.Context, key string, fn func(ctx context.Conte
 	}
 	tx, err := l.db.BeginTx(ctx, nil)
 	if err != nil {
-		if ctx.Err() != nil {
-			return notAcquired("do tx", key, ctx.Err())
+		if cerr := ctxend.Err(ctx); cerr != nil {
+			return notAcquired("do tx", key, cerr)
 		}
 		return fmt.Errorf("advisory: do tx %q: begin: %w", key, err)
 	}

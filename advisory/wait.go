@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/sqllock/sqllock/internal/ctxend"
 	"github.com/sqllock/sqllock/internal/lease"
 	"github.com/sqllock/sqllock/internal/sqlutil"
 	"github.com/sqllock/sqllock/internal/telemetry"
@@ -192,8 +193,8 @@ func (s *session) block(ctx context.Context, stmt func(ctx context.Context) (int
 			s.interrupt()
 			<-done
 			s.discard()
-			if ctx.Err() != nil {
-				return ctx.Err()
+			if cerr := ctxend.Err(ctx); cerr != nil {
+				return cerr
 			}
 			return errClosed
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/ctxend"
 	"github.com/sqllock/sqllock/internal/identity"
 	"github.com/sqllock/sqllock/internal/lockhook"
 	"github.com/sqllock/sqllock/internal/sqlutil"
@@ -209,8 +210,8 @@ func (e *Election) Observe(ctx context.Context, name string) (<-chan Leader, err
 		switch {
 		case err == nil:
 			wake, stop, poll = w, s, e.safetyPoll
-		case ctx.Err() != nil:
-			return nil, fmt.Errorf("election: observe %q: %w", name, errors.Join(err, ctx.Err()))
+		case ctxend.Err(ctx) != nil:
+			return nil, fmt.Errorf("election: observe %q: %w", name, errors.Join(err, ctxend.Err(ctx)))
 		}
 		// Any other error: the driver cannot listen; poll.
 	}

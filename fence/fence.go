@@ -12,6 +12,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/backoff"
+	"github.com/sqllock/sqllock/internal/ctxend"
 	"github.com/sqllock/sqllock/internal/sqlutil"
 	"github.com/sqllock/sqllock/internal/telemetry"
 )
@@ -223,7 +224,7 @@ func (f *Fence) Claim(ctx context.Context, q sqllock.Querier, resources ...strin
 // with err after it. A holder's statements fail with "context canceled"
 // when that happens; the reason is the loss.
 func lossOr(ctx context.Context, err error) error {
-	if err == nil || ctx.Err() == nil || errors.Is(err, sqllock.ErrLockLost) {
+	if err == nil || ctxend.Err(ctx) == nil || errors.Is(err, sqllock.ErrLockLost) {
 		return err
 	}
 	var loss error

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/ctxend"
 	"github.com/sqllock/sqllock/internal/identity"
 	"github.com/sqllock/sqllock/internal/lease"
 	"github.com/sqllock/sqllock/internal/rowlease"
@@ -141,7 +142,7 @@ func (g *Guard) Run(ctx context.Context, job Job, fn func(ctx context.Context) e
 		return false, fmt.Errorf("jobguard: run %q: %w: nil function", job.Name, sqllock.ErrInvalidOption)
 	}
 	lease, err := g.TryAcquire(ctx, job)
-	if errors.Is(err, sqllock.ErrNotAcquired) && ctx.Err() == nil {
+	if errors.Is(err, sqllock.ErrNotAcquired) && ctxend.Err(ctx) == nil {
 		g.tel.JobSkipped(ctx, job.Name)
 		return false, nil
 	}
@@ -178,7 +179,7 @@ func (g *Guard) take(ctx context.Context, job Job) (*Lease, error) {
 	if err := job.validate(); err != nil {
 		return nil, fmt.Errorf("jobguard: acquire %q: %w", job.Name, err)
 	}
-	if err := ctx.Err(); err != nil {
+	if err := ctxend.Err(ctx); err != nil {
 		return nil, errors.Join(fmt.Errorf("jobguard: acquire %q: %w", job.Name, sqllock.ErrNotAcquired), err)
 	}
 	g.mu.Lock()
@@ -193,8 +194,8 @@ func (g *Guard) take(ctx context.Context, job Job) (*Lease, error) {
 	start := time.Now()
 	a, err := g.tbl.TakeDetached(ctx, c)
 	switch {
-	case err != nil && ctx.Err() != nil:
-		return nil, errors.Join(fmt.Errorf("jobguard: acquire %q: %w", job.Name, sqllock.ErrNotAcquired), ctx.Err())
+	case err != nil && ctxend.Err(ctx) != nil:
+		return nil, errors.Join(fmt.Errorf("jobguard: acquire %q: %w", job.Name, sqllock.ErrNotAcquired), ctxend.Err(ctx))
 	case err != nil && (sqlutil.IsDeadlock(err) || sqlutil.IsLockNotAvailable(err)):
 		// MariaDB picks one of two racing inserters as a deadlock victim:
 		// the other one took the job.

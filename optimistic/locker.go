@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/ctxend"
 	"github.com/sqllock/sqllock/internal/lease"
 	"github.com/sqllock/sqllock/internal/stmtcache"
 	"github.com/sqllock/sqllock/internal/telemetry"
@@ -165,13 +166,16 @@ func (l *Locker) stamp(ctx context.Context, key string) (*Lease, error) {
 	if l.closed.Load() {
 		return nil, closedErr(key)
 	}
+	if err := ctxend.Err(ctx); err != nil {
+		return nil, errors.Join(fmt.Errorf("optimistic: acquire %q: %w", key, sqllock.ErrNotAcquired), err)
+	}
 	if err := sqllock.CheckServer(ctx, l.db, l.d); err != nil {
 		return nil, fmt.Errorf("optimistic: acquire %q: %w", key, err)
 	}
 	v, err := l.vs.stamp(ctx, &l.stmts, l.db, key)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, errors.Join(fmt.Errorf("optimistic: acquire %q: %w", key, sqllock.ErrNotAcquired), ctx.Err())
+		if cerr := ctxend.Err(ctx); cerr != nil {
+			return nil, errors.Join(fmt.Errorf("optimistic: acquire %q: %w", key, sqllock.ErrNotAcquired), cerr)
 		}
 		return nil, fmt.Errorf("optimistic: acquire %q: %w", key, err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/backoff"
+	"github.com/sqllock/sqllock/internal/ctxend"
 	"github.com/sqllock/sqllock/internal/sqlutil"
 )
 
@@ -162,7 +163,7 @@ func RetryStats(ctx context.Context, p Policy, fn func(ctx context.Context) erro
 	}
 	var last error // the failed attempt before this one
 	for attempt := 1; ; attempt++ {
-		if err := ctx.Err(); err != nil {
+		if err := ctxend.Err(ctx); err != nil {
 			if last != nil { // a policy without pauses comes here, not to the select
 				return st, errors.Join(last, err)
 			}
@@ -190,7 +191,7 @@ func RetryStats(ctx context.Context, p Policy, fn func(ctx context.Context) erro
 		}
 		last = err
 		if backoff.Sleep(ctx, pause) != nil {
-			return st, errors.Join(err, ctx.Err())
+			return st, errors.Join(err, ctxend.Err(ctx))
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/backoff"
+	"github.com/sqllock/sqllock/internal/ctxend"
 	"github.com/sqllock/sqllock/internal/lease"
 	"github.com/sqllock/sqllock/internal/sessionwatch"
 	"github.com/sqllock/sqllock/internal/stmtcache"
@@ -272,7 +273,7 @@ func (l *Locker) take(ctx context.Context, keys []string, wait, shared bool, tri
 	if err := sqllock.CheckServer(ctx, l.db, l.d); err != nil {
 		return nil, fmt.Errorf("rowlock: acquire %s: %w", name, err)
 	}
-	if err := ctx.Err(); err != nil {
+	if err := ctxend.Err(ctx); err != nil {
 		return nil, cancelled(name, err)
 	}
 	// Close ends the attempt as the end of ctx would: pool waits, lock
@@ -329,12 +330,12 @@ func (l *Locker) attempt(ctx context.Context, keys []string, wait, shared bool) 
 	}
 	conn, err := l.db.Conn(ctx)
 	if err != nil {
-		if ctx.Err() != nil && context.Cause(ctx) != errClosing {
+		if ctxend.Err(ctx) != nil && context.Cause(ctx) != errClosing {
 			// Say why it waited: a pool too small for the leases held is the
 			// usual cause, and a bare deadline would hide it.
 			st := l.db.Stats()
 			return nil, false, errors.Join(fmt.Errorf("rowlock: acquire %s: %w: no pooled connection came free (%d open, %d in use, limit %d); each held lease pins one",
-				name, sqllock.ErrNotAcquired, st.OpenConnections, st.InUse, st.MaxOpenConnections), ctx.Err())
+				name, sqllock.ErrNotAcquired, st.OpenConnections, st.InUse, st.MaxOpenConnections), ctxend.Err(ctx))
 		}
 		return nil, false, l.failed(ctx, name, err)
 	}
@@ -344,7 +345,7 @@ func (l *Locker) attempt(ctx context.Context, keys []string, wait, shared bool) 
 	a := &attempt{conn: conn, cancel: cancel, stmts: sts, queries: l.st.queries(), shared: shared}
 	if a.holder, err = l.st.session(ctx, conn); err != nil {
 		// No transaction yet: a discarded connection holds nothing.
-		a.close(ctx.Err() != nil)
+		a.close(ctxend.Err(ctx) != nil)
 		return nil, false, l.failed(ctx, name, err)
 	}
 	if a.tx, err = conn.BeginTx(txCtx, nil); err != nil {
@@ -354,17 +355,17 @@ func (l *Locker) attempt(ctx context.Context, keys []string, wait, shared bool) 
 	var set grant
 	for _, key := range keys {
 		g, retry, err := l.st.lock(ctx, a, key, wait)
-		if err != nil || retry || ctx.Err() != nil {
+		if err != nil || retry || ctxend.Err(ctx) != nil {
 			// A grant that raced a cancel is not reported as held: the
 			// caller has given up on it. The connection may still be hit
 			// by the cancel: discard it. A missing row ends the whole
 			// attempt: the next one locks every key again, in order.
-			l.closeAttempt(a, ctx.Err() != nil)
-			if retry && err == nil && ctx.Err() == nil {
+			l.closeAttempt(a, ctxend.Err(ctx) != nil)
+			if retry && err == nil && ctxend.Err(ctx) == nil {
 				return nil, true, nil
 			}
 			if err == nil {
-				err = ctx.Err()
+				err = ctxend.Err(ctx)
 			}
 			return nil, false, l.failed(ctx, strconv.Quote(key), err)
 		}
@@ -414,8 +415,8 @@ func (l *Locker) failed(ctx context.Context, name string, err error) error {
 	switch {
 	case context.Cause(ctx) == errClosing:
 		return closedErr(name, true)
-	case ctx.Err() != nil:
-		return cancelled(name, ctx.Err())
+	case ctxend.Err(ctx) != nil:
+		return cancelled(name, ctxend.Err(ctx))
 	case errors.Is(err, errRefused):
 		return fmt.Errorf("rowlock: acquire %s: %w: the row is locked by another transaction", name, sqllock.ErrNotAcquired)
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/ctxend"
 	"github.com/sqllock/sqllock/internal/lease"
 	"github.com/sqllock/sqllock/internal/sqlutil"
 )
@@ -118,10 +119,10 @@ func (s *mysqlStore) lock(ctx context.Context, a *attempt, key string, wait bool
 	}
 	if wait {
 		err = s.wait(ctx, a, key, blocking, &g.token)
-		if ctx.Err() != nil {
+		if cerr := ctxend.Err(ctx); cerr != nil {
 			// The kill may be on its way to this session: the Locker
 			// discards the connection.
-			return grant{}, false, ctx.Err()
+			return grant{}, false, cerr
 		}
 	} else {
 		err = a.stmt(ctx, noWait).QueryRowContext(ctx, key).Scan(&g.token)
@@ -151,14 +152,14 @@ func (s *mysqlStore) wait(ctx context.Context, a *attempt, key string, q int, to
 	var err error
 	for {
 		err = a.stmt(ctx, q).QueryRowContext(ctx, key).Scan(token)
-		if err == nil || !sqlutil.IsLockNotAvailable(err) || ctx.Err() != nil {
+		if err == nil || !sqlutil.IsLockNotAvailable(err) || ctxend.Err(ctx) != nil {
 			break
 		}
 		// One round of WAIT timed out (only the statement was rolled back);
 		// queue again.
 	}
 	if stop() { // kill will not run
-		if ctx.Err() == nil {
+		if ctxend.Err(ctx) == nil {
 			s.env.bg.Done()
 		} else {
 			// ctx ended, but stop won the race with AfterFunc's start.

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/ctxend"
 	"github.com/sqllock/sqllock/internal/sqlutil"
 )
 
@@ -123,8 +124,8 @@ func (s *postgresStore) lock(ctx context.Context, a *attempt, key string, wait b
 		return s.try(ctx, a, key)
 	}
 	err = a.stmt(ctx, pgLock).QueryRowContext(ctx, key).Scan(&g.token, &g.session, &g.life)
-	if ctx.Err() != nil {
-		return grant{}, false, ctx.Err()
+	if cerr := ctxend.Err(ctx); cerr != nil {
+		return grant{}, false, cerr
 	}
 	if err == nil && g.token == 0 {
 		// This transaction created the row, and holds it: draw the token.
@@ -174,8 +175,8 @@ func (s *postgresStore) share(ctx context.Context, a *attempt, key string, wait 
 	}
 	err = a.stmt(ctx, q).QueryRowContext(ctx, key).Scan(&g.token, &g.session, &g.life)
 	switch {
-	case ctx.Err() != nil:
-		return grant{}, false, ctx.Err()
+	case ctxend.Err(ctx) != nil:
+		return grant{}, false, ctxend.Err(ctx)
 	case err == nil:
 		return g, false, nil
 	case sqlutil.IsLockNotAvailable(err):

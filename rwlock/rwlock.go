@@ -13,6 +13,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/backoff"
+	"github.com/sqllock/sqllock/internal/ctxend"
 	"github.com/sqllock/sqllock/internal/identity"
 	"github.com/sqllock/sqllock/internal/lockhook"
 	"github.com/sqllock/sqllock/internal/rowlease"
@@ -213,7 +214,7 @@ func (rw *RWLock) read(ctx context.Context, key string, wait bool) (*hold, error
 					return nil, err
 				}
 				return &hold{n: 1, token: slot.Token(), lease: slot}, nil
-			case !errors.Is(err, sqllock.ErrNotAcquired) || ctx.Err() != nil:
+			case !errors.Is(err, sqllock.ErrNotAcquired) || ctxend.Err(ctx) != nil:
 				return nil, err
 			}
 		}
@@ -249,8 +250,8 @@ func (rw *RWLock) write(ctx context.Context, key string, wait bool) (*hold, erro
 	for {
 		live, err := rw.tbl.Live(ctx, slots)
 		switch {
-		case err != nil && ctx.Err() != nil:
-			return fail(errors.Join(sqllock.ErrNotAcquired, ctx.Err(), err))
+		case err != nil && ctxend.Err(ctx) != nil:
+			return fail(errors.Join(sqllock.ErrNotAcquired, ctxend.Err(ctx), err))
 		case err != nil:
 			return fail(err)
 		case len(live) == 0:

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/backoff"
+	"github.com/sqllock/sqllock/internal/ctxend"
 	"github.com/sqllock/sqllock/internal/identity"
 	"github.com/sqllock/sqllock/internal/sqlutil"
 	"github.com/sqllock/sqllock/tablelock"
@@ -103,7 +104,7 @@ func (s *Semaphore) acquire(ctx context.Context, key string, permits int, wait b
 		switch {
 		case err == nil:
 			return newPermit(s, key, slot, permits, lease), nil
-		case !errors.Is(err, sqllock.ErrNotAcquired) || ctx.Err() != nil:
+		case !errors.Is(err, sqllock.ErrNotAcquired) || ctxend.Err(ctx) != nil:
 			return nil, s.wrap(key, err)
 		}
 	}
@@ -132,8 +133,8 @@ func (s *Semaphore) poll(ctx context.Context, key string, permits int) (*Permit,
 			switch {
 			case err == nil:
 				return newPermit(s, key, slot, permits, lease), nil
-			case ctx.Err() != nil:
-				return nil, errors.Join(fmt.Errorf("semaphore: acquire %q: %w", key, sqllock.ErrNotAcquired), ctx.Err())
+			case ctxend.Err(ctx) != nil:
+				return nil, errors.Join(fmt.Errorf("semaphore: acquire %q: %w", key, sqllock.ErrNotAcquired), ctxend.Err(ctx))
 			case errors.Is(err, sqllock.ErrNotAcquired), transient(err):
 			default:
 				return nil, s.wrap(key, err)
@@ -143,7 +144,7 @@ func (s *Semaphore) poll(ctx context.Context, key string, permits int) (*Permit,
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, errors.Join(fmt.Errorf("semaphore: acquire %q: %w", key, sqllock.ErrNotAcquired), ctx.Err())
+			return nil, errors.Join(fmt.Errorf("semaphore: acquire %q: %w", key, sqllock.ErrNotAcquired), ctxend.Err(ctx))
 		case <-wake:
 			bo.Reset()
 		case <-t.C:
@@ -250,7 +251,7 @@ func (s *Semaphore) race(ctx context.Context, key string, permits int) (*Permit,
 	case failed != nil:
 		return nil, s.wrap(key, failed)
 	}
-	return nil, errors.Join(fmt.Errorf("semaphore: acquire %q: %w", key, sqllock.ErrNotAcquired), ctx.Err())
+	return nil, errors.Join(fmt.Errorf("semaphore: acquire %q: %w", key, sqllock.ErrNotAcquired), ctxend.Err(ctx))
 }
 
 // transient reports whether a try failed for a reason that passes: a busy

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/backoff"
+	"github.com/sqllock/sqllock/internal/ctxend"
 	"github.com/sqllock/sqllock/internal/identity"
 	"github.com/sqllock/sqllock/internal/lease"
 	"github.com/sqllock/sqllock/internal/lockhook"
@@ -131,7 +132,7 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ sqllock.
 	if l.isClosed() {
 		return nil, closedErr(key, false)
 	}
-	if err := ctx.Err(); err != nil {
+	if err := ctxend.Err(ctx); err != nil {
 		return nil, notAcquired(key, err)
 	}
 	listening := false
@@ -141,8 +142,8 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ sqllock.
 		if err := l.ln.Subscribe(ctx); err == nil {
 			listening = true
 			defer l.ln.Unsubscribe()
-		} else if ctx.Err() != nil {
-			return nil, notAcquired(key, ctx.Err())
+		} else if cerr := ctxend.Err(ctx); cerr != nil {
+			return nil, notAcquired(key, cerr)
 		}
 	}
 	last := rowlease.Attempt{Remaining: -1}
@@ -172,7 +173,13 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ sqllock.
 		return nil, closedErr(key, true)
 	case errors.Is(err, waitloop.ErrRefused):
 		return nil, refused(key, last)
-	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+	}
+	if cerr := ctxend.Err(ctx); cerr != nil {
+		if !errors.Is(err, cerr) {
+			// A try that failed for a cause of its own as ctx ended (a
+			// dial cut short reports an i/o timeout): both are said.
+			err = errors.Join(cerr, err)
+		}
 		return nil, notAcquired(key, err)
 	}
 	return nil, fmt.Errorf("tablelock: acquire %q: %w", key, err)

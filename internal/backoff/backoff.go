@@ -7,6 +7,8 @@ import (
 	"context"
 	"math/rand/v2"
 	"time"
+
+	"github.com/sqllock/sqllock/internal/ctxend"
 )
 
 // Exp is capped exponential backoff. The zero value is not useful: set Min
@@ -54,7 +56,7 @@ func Jitter(d time.Duration) time.Duration {
 // Sleep pauses for d, or until ctx ends; then it returns ctx.Err().
 func Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
-		return ctx.Err()
+		return ctxend.Err(ctx)
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -62,7 +64,7 @@ func Sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return ctxend.Err(ctx)
 	}
 }
 
@@ -73,7 +75,7 @@ func Sleep(ctx context.Context, d time.Duration) error {
 func Retry(ctx context.Context, e Exp, retryable func(error) bool, fn func(ctx context.Context) error) error {
 	for {
 		err := fn(ctx)
-		if err == nil || !retryable(err) || ctx.Err() != nil {
+		if err == nil || !retryable(err) || ctxend.Err(ctx) != nil {
 			return err
 		}
 		if Sleep(ctx, e.Next()) != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/internal/backoff"
+	"github.com/sqllock/sqllock/internal/ctxend"
 	"github.com/sqllock/sqllock/internal/lease"
 )
 
@@ -171,7 +172,7 @@ func (g *Gate) run(ctx context.Context) {
 		// A session in doubt is discarded, never pooled with gates kept.
 		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 		conn, held = nil, map[string]bool{}
-		if err != nil && ctx.Err() == nil {
+		if err != nil && ctxend.Err(ctx) == nil {
 			g.log.Info("sqllock: lock table gate session lost", "error", err.Error())
 		}
 	}

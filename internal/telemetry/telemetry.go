@@ -21,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sqllock/sqllock/internal/ctxend"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -337,7 +338,7 @@ func Outcome(ctx context.Context, err error, notAcquired func(error) bool) strin
 	switch {
 	case err == nil:
 		return Acquired
-	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+	case ctxend.Err(ctx) != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 		return Canceled
 	case notAcquired(err):
 		return NotAcquired

@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/internal/backoff"
+	"github.com/sqllock/sqllock/internal/ctxend"
 	"github.com/sqllock/sqllock/internal/sqlutil"
 	"github.com/sqllock/sqllock/internal/waitq"
 )
@@ -90,7 +91,7 @@ type Spec struct {
 // non-blocking try is refused (ErrRefused) or a try fails for good (its
 // error). A transient error ends a non-blocking Run too.
 func Run(ctx context.Context, s Spec) error {
-	if err := ctx.Err(); err != nil {
+	if err := ctxend.Err(ctx); err != nil {
 		return err
 	}
 	var wt *waitq.Waiter
@@ -123,9 +124,9 @@ func Run(ctx context.Context, s Spec) error {
 			return nil
 		case err == nil:
 			woke = false // refused: the key is held, and its release wakes us again
-		case ctx.Err() != nil:
+		case ctxend.Err(ctx) != nil:
 			leave(false)
-			return ctx.Err()
+			return ctxend.Err(ctx)
 		case sqlutil.IsDeadlock(err) || sqlutil.IsLockNotAvailable(err):
 			// The server settled a race for the key against us: held.
 			r, woke = Result{Remaining: -1}, false
@@ -146,7 +147,7 @@ func Run(ctx context.Context, s Spec) error {
 			got, ok, ended := block(ctx, &s, wake, r.Remaining)
 			if ended {
 				leave(false)
-				return ctx.Err()
+				return ctxend.Err(ctx)
 			}
 			if ok {
 				passed = got
@@ -162,7 +163,7 @@ func Run(ctx context.Context, s Spec) error {
 		case <-ctx.Done():
 			t.Stop()
 			leave(false)
-			return ctx.Err()
+			return ctxend.Err(ctx)
 		}
 		t.Stop()
 	}
@@ -189,7 +190,7 @@ func block(ctx context.Context, s *Spec, wake <-chan struct{}, remaining time.Du
 	}
 	cancel()
 	<-done // Block leaves nothing waiting in the server
-	if ctx.Err() != nil {
+	if ctxend.Err(ctx) != nil {
 		return false, false, true
 	}
 	return false, true, false
