@@ -34,5 +34,7 @@
 // Errors are matched with errors.Is against the sentinels below: the three
 // outcomes a caller must tell apart are "held by someone else"
 // ([ErrNotAcquired]), "my context ended" (the error also matches ctx.Err()),
-// and "the database failed" (the driver's error, wrapped with the key).
+// and "the database failed" (the driver's error, wrapped with the key). A
+// deadline that passes during a dial or a statement is the second, even
+// when the driver reports it first as an i/o timeout.
 package sqllock
