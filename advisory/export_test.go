@@ -10,3 +10,10 @@ func WaitBackends(l *Locker) []int64 {
 	}
 	return ids
 }
+
+// SetBeforeWait makes f run between arming a wait's guard and sending its
+// statement, until the test ends.
+func SetBeforeWait(t interface{ Cleanup(func()) }, f func()) {
+	beforeWait = f
+	t.Cleanup(func() { beforeWait = nil })
+}

@@ -100,9 +100,11 @@ type Locker struct {
 	prepare  bool // st.prepare()
 	cfg      config
 	sessions []*session
-	waiters  []*session     // wait sessions (wait.go), pinned while in use
-	wg       sync.WaitGroup // session checkers
-	done     chan struct{}  // closed by Close
+	waiters  []*session      // wait sessions (wait.go), pinned while in use
+	wg       sync.WaitGroup  // session checkers
+	done     <-chan struct{} // closing's Done: closed by Close
+	closing  context.Context // ends at Close, for what must act on it (wait.go)
+	close    context.CancelFunc
 	tel      *telemetry.T
 
 	mu      sync.Mutex
@@ -138,8 +140,10 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
 			return nil, fmt.Errorf("advisory: WithTransactionPooler: %w", err)
 		}
 	}
-	l := &Locker{db: db, d: d, st: st, prepare: st.prepare(), cfg: cfg, done: make(chan struct{}), keys: make(map[string]*entry), refused: make(map[string]time.Time),
+	l := &Locker{db: db, d: d, st: st, prepare: st.prepare(), cfg: cfg, keys: make(map[string]*entry), refused: make(map[string]time.Time),
 		tel: telemetry.New("advisory", d.String(), cfg.tel)}
+	l.closing, l.close = context.WithCancel(context.Background())
+	l.done = l.closing.Done()
 	l.cfg.logger = telemetry.Logger(cfg.logger, "advisory", d.String())
 	l.sessions = make([]*session, cfg.sessions)
 	for i := range l.sessions {
@@ -452,7 +456,7 @@ func (l *Locker) Close() error {
 		return nil
 	}
 	l.closed = true
-	close(l.done) // wakes the blocked Acquires, which see closed
+	l.close() // wakes the blocked Acquires, which see closed
 	l.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), lease.ReleaseTimeout)
 	defer cancel()

@@ -3,6 +3,7 @@ package advisory
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/sqllock/sqllock/internal/ctxend"
@@ -166,43 +167,33 @@ func (s *session) block(ctx context.Context, stmt func(ctx context.Context) (int
 		}
 		s.backend.Store(id)
 	}
-	type result struct {
-		tok int64
-		ok  bool
-		err error
-	}
 	for {
-		done := make(chan result, 1)
-		// Not ctx: a driver ends a cancelled statement by closing the
-		// socket, which a session waiting for a lock does not notice; and
-		// a cancellable context costs every statement a goroutine handoff
-		// in database/sql and the drivers.
-		go func() {
-			tok, ok, err := stmt(context.Background())
-			done <- result{tok, ok, err}
-		}()
-		var r result
-		got := false
-		select {
-		case r = <-done:
-			got = true
-		case <-ctx.Done():
-		case <-s.l.done:
+		if err := ctxend.Err(ctx); err != nil {
+			return err
 		}
-		if !got {
-			s.interrupt()
-			<-done
+		// Not ctx: a driver ends a cancelled statement by closing the
+		// socket, which a session waiting for a lock does not notice, and
+		// a cancellable context costs every statement a goroutine handoff
+		// in database/sql and the drivers. The statement runs on this
+		// goroutine (a goroutine per wait cost the hot key a tenth of its
+		// CPU), and the guard interrupts it on the server instead.
+		g := s.guard(ctx)
+		if beforeWait != nil {
+			beforeWait()
+		}
+		tok, ok, err := stmt(context.Background())
+		if !g.stop() {
 			s.discard()
 			if cerr := ctxend.Err(ctx); cerr != nil {
 				return cerr
 			}
 			return errClosed
 		}
-		if r.err != nil {
+		if err != nil {
 			s.discard()
-			return r.err
+			return err
 		}
-		if !r.ok {
+		if !ok {
 			continue
 		}
 		if doomed := s.doomedCause(); doomed != "" {
@@ -212,9 +203,64 @@ func (s *session) block(ctx context.Context, stmt func(ctx context.Context) (int
 		s.held++
 		s.everHeld = true
 		s.lastUse = time.Now()
-		granted(r.tok)
+		granted(tok)
 		return nil
 	}
+}
+
+// waitGuard interrupts a session's waiting statement on the server when
+// the wait's context ends or the Locker closes.
+type waitGuard struct {
+	s        *session
+	once     sync.Once
+	returned chan struct{} // closed by stop: the statement has returned
+	over     chan struct{} // closed when the interrupting is over
+	stops    [2]func() bool
+}
+
+// beforeWait, set by tests only, runs between arming a wait's guard and
+// sending its statement.
+var beforeWait func()
+
+// interruptAgain is how often a guard repeats its interrupt while the
+// statement has not returned: a cancel that reaches the session before
+// the statement does is ignored by the server.
+const interruptAgain = 100 * time.Millisecond
+
+// guard arms a waitGuard for the statement about to run on s. sem held.
+func (s *session) guard(ctx context.Context) *waitGuard {
+	g := &waitGuard{s: s, returned: make(chan struct{}), over: make(chan struct{})}
+	g.stops[0] = context.AfterFunc(ctx, g.fire)
+	g.stops[1] = context.AfterFunc(s.l.closing, g.fire)
+	return g
+}
+
+func (g *waitGuard) fire() {
+	g.once.Do(func() {
+		defer close(g.over)
+		for {
+			g.s.interrupt()
+			select {
+			case <-g.returned:
+				return
+			case <-time.After(interruptAgain):
+			}
+		}
+	})
+}
+
+// stop disarms the guard once the statement has returned. It reports
+// whether the wait went uninterrupted; if not, it returns when the
+// interrupting is over, and the session must be discarded (a grant that
+// raced the interrupt is freed with it).
+func (g *waitGuard) stop() bool {
+	close(g.returned)
+	a, b := g.stops[0](), g.stops[1]()
+	if a && b {
+		return true
+	}
+	<-g.over
+	return false
 }
 
 // interrupt ends the waiting statement from another session. Failing

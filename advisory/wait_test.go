@@ -254,3 +254,45 @@ func gone(t *testing.T, db *testdb.DB, ids []int64) {
 		}
 	}
 }
+
+// TestCancelBeforeWaitReachesServer: a wait whose context ends before its
+// statement reaches the server still ends at once. The server ignores a
+// cancel that comes while the session is idle, so the first interrupt is
+// lost; the guard sends it again until the statement has returned. With a
+// single interrupt the Acquire would wait for the holder's release.
+func TestCancelBeforeWaitReachesServer(t *testing.T) {
+	forEach(t, func(t *testing.T, db *testdb.DB) {
+		ctx := ctxT(t)
+		holder, waiter := newLocker(t, db), newLocker(t, db)
+		key := locktest.Key(t)
+		held, err := holder.Acquire(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		advisory.SetBeforeWait(t, func() {
+			cancel()
+			time.Sleep(50 * time.Millisecond) // the first interrupt is over before the statement is sent
+		})
+		start := time.Now()
+		_, err = waiter.Acquire(wctx, key)
+		took := time.Since(start)
+		if !errors.Is(err, sqllock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
+			t.Fatalf("Acquire = %v, want ErrNotAcquired and context.Canceled", err)
+		}
+		if took > 3*time.Second {
+			t.Errorf("cancelled wait ended after %v", took)
+		}
+		if err := held.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		lease, err := waiter.TryAcquire(ctx, key)
+		if err != nil {
+			t.Fatalf("after the cancelled wait: %v", err)
+		}
+		if err := lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
