@@ -286,7 +286,7 @@ func (l *Locker) take(ctx context.Context, key string, m mode, wait bool) (sqllo
 		case <-ch:
 		case <-l.done:
 		case <-ctx.Done():
-			return nil, notAcquired(op, key, ctxend.Err(ctx))
+			return nil, notAcquired(op, key, ctx.Err())
 		}
 	}
 }
@@ -353,13 +353,8 @@ func (l *Locker) poll(ctx context.Context, e *entry, wait bool) (sqllock.Lease, 
 	case errors.Is(err, waitloop.ErrRefused):
 		return nil, fmt.Errorf("advisory: %s %q: %w", op, e.key, sqllock.ErrNotAcquired)
 	}
-	if cerr := ctxend.Err(ctx); cerr != nil {
-		if !errors.Is(err, cerr) {
-			// The attempt failed for a cause of its own as ctx ended (a
-			// dial cut short reports an i/o timeout): both are said.
-			err = errors.Join(cerr, err)
-		}
-		return nil, notAcquired(op, e.key, err)
+	if ended := ctxend.Ended(ctx, err); ended != nil {
+		return nil, notAcquired(op, e.key, ended)
 	}
 	return nil, fmt.Errorf("advisory: %s %q: %w", op, e.key, err)
 }

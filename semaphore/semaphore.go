@@ -144,7 +144,7 @@ func (s *Semaphore) poll(ctx context.Context, key string, permits int) (*Permit,
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, errors.Join(fmt.Errorf("semaphore: acquire %q: %w", key, sqllock.ErrNotAcquired), ctxend.Err(ctx))
+			return nil, errors.Join(fmt.Errorf("semaphore: acquire %q: %w", key, sqllock.ErrNotAcquired), ctx.Err())
 		case <-wake:
 			bo.Reset()
 		case <-t.C:

@@ -174,13 +174,8 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ sqllock.
 	case errors.Is(err, waitloop.ErrRefused):
 		return nil, refused(key, last)
 	}
-	if cerr := ctxend.Err(ctx); cerr != nil {
-		if !errors.Is(err, cerr) {
-			// A try that failed for a cause of its own as ctx ended (a
-			// dial cut short reports an i/o timeout): both are said.
-			err = errors.Join(cerr, err)
-		}
-		return nil, notAcquired(key, err)
+	if ended := ctxend.Ended(ctx, err); ended != nil {
+		return nil, notAcquired(key, ended)
 	}
 	return nil, fmt.Errorf("tablelock: acquire %q: %w", key, err)
 }

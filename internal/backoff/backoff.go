@@ -64,7 +64,7 @@ func Sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
-		return ctxend.Err(ctx)
+		return ctx.Err()
 	}
 }
 

@@ -4,6 +4,7 @@ package ctxend
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -32,4 +33,19 @@ func Err(ctx context.Context) error {
 	case <-t.C:
 		return context.DeadlineExceeded
 	}
+}
+
+// Ended is nil while ctx has not ended (see Err), and otherwise err joined
+// with ctx's error, unless err matches it already: an attempt that failed
+// as ctx ended, for a cause of its own (a dial cut short reports an i/o
+// timeout), is told as both.
+func Ended(ctx context.Context, err error) error {
+	cerr := Err(ctx)
+	switch {
+	case cerr == nil:
+		return nil
+	case errors.Is(err, cerr):
+		return err
+	}
+	return errors.Join(cerr, err)
 }

@@ -56,3 +56,22 @@ func ExampleErr() {
 	fmt.Println(ctxend.Err(ctx))
 	// Output: context deadline exceeded
 }
+
+func TestEnded(t *testing.T) {
+	dial := errors.New("dial tcp: i/o timeout")
+	if err := ctxend.Ended(context.Background(), dial); err != nil {
+		t.Fatalf("live context: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := ctxend.Ended(ctx, dial); !errors.Is(err, context.Canceled) || !errors.Is(err, dial) {
+		t.Fatalf("ended, own cause: %v, want both", err)
+	}
+	wrapped := fmt.Errorf("take: %w", context.Canceled)
+	if err := ctxend.Ended(ctx, wrapped); err != wrapped {
+		t.Fatalf("ended, cause is ctx's: %v, want it as is", err)
+	}
+	if err := ctxend.Ended(ctx, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("ended, no error: %v", err)
+	}
+}

@@ -163,7 +163,7 @@ func Run(ctx context.Context, s Spec) error {
 		case <-ctx.Done():
 			t.Stop()
 			leave(false)
-			return ctxend.Err(ctx)
+			return ctx.Err()
 		}
 		t.Stop()
 	}
