@@ -3,13 +3,19 @@ package tablelock_test
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/identity"
 	"github.com/sqllock/sqllock/internal/locktest"
+	"github.com/sqllock/sqllock/internal/sqlutil"
 	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/tablelock"
 )
 
 // rawStatements are the statements tablelock runs for an uncontended
@@ -179,5 +185,126 @@ func BenchmarkExtend(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// BenchmarkHotKey: 8 clients, each a pool and a Locker of its own (as 8
+// processes would be), take and give back one key in a loop, beside a bare
+// lock table (INSERT ... ON CONFLICT DO NOTHING, then DELETE, a refused
+// client retrying after 1ms) in the same run. One op is one handoff; on
+// PostgreSQL it also reports the commits each costs, from
+// pg_stat_database: every waiter woken for one winner shows there.
+func BenchmarkHotKey(b *testing.B) {
+	const clients = 8
+	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL} {
+		b.Run(d.String(), func(b *testing.B) {
+			ctx := context.Background()
+			b.Run("sqllock", func(b *testing.B) {
+				var ls []*tablelock.Locker
+				for range clients {
+					ls = append(ls, newLocker(b, testdb.Fresh(b, d, 0)))
+				}
+				key := locktest.Key(b)
+				hotKey(b, d, clients, func(i int) error {
+					lease, err := ls[i].Acquire(ctx, key)
+					if err != nil {
+						return err
+					}
+					return lease.Release(ctx)
+				})
+			})
+			b.Run("raw", func(b *testing.B) {
+				db := testdb.Open(b, d)
+				table := fmt.Sprintf("tl_hot_%x", rand.Uint64())
+				if _, err := db.Exec("CREATE TABLE " + table + " (lock_key varchar(255) NOT NULL PRIMARY KEY)"); err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { db.Exec("DROP TABLE " + table) })
+				take := "INSERT INTO " + table + " (lock_key) VALUES ($1) ON CONFLICT DO NOTHING"
+				free := "DELETE FROM " + table + " WHERE lock_key = $1"
+				if d == sqllock.MySQL {
+					take = "INSERT IGNORE INTO " + table + " (lock_key) VALUES (?)"
+					free = "DELETE FROM " + table + " WHERE lock_key = ?"
+				}
+				var pools []*testdb.DB
+				for range clients {
+					pools = append(pools, testdb.Fresh(b, d, 0))
+				}
+				key := locktest.Key(b)
+				hotKey(b, d, clients, func(i int) error {
+					for {
+						r, err := pools[i].ExecContext(ctx, take, key)
+						if err != nil && !sqlutil.IsDeadlock(err) { // MariaDB's gap locks: a refusal
+							return err
+						}
+						if err == nil {
+							if n, _ := r.RowsAffected(); n == 1 {
+								break
+							}
+						}
+						time.Sleep(time.Millisecond)
+					}
+					for {
+						_, err := pools[i].ExecContext(ctx, free, key)
+						if !sqlutil.IsDeadlock(err) {
+							return err
+						}
+					}
+				})
+			})
+		})
+	}
+}
+
+// hotKey runs b.N handoffs, op(client) each, spread over clients
+// goroutines, and reports handoffs/s and, on PostgreSQL, commits/handoff.
+func hotKey(b *testing.B, d sqllock.Dialect, clients int, op func(client int) error) {
+	b.Helper()
+	mon := testdb.Open(b, d)
+	commits := func() int64 {
+		var n int64
+		if d == sqllock.Postgres {
+			if err := mon.QueryRow(`SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`).Scan(&n); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return n
+	}
+	for i := range clients { // warm each pool
+		if err := op(i); err != nil {
+			b.Fatal(err)
+		}
+	}
+	time.Sleep(1100 * time.Millisecond) // backends report their counts at most once a second
+	before := commits()
+	var left atomic.Int64
+	left.Store(int64(b.N))
+	errs := make(chan error, clients)
+	b.ResetTimer()
+	start := time.Now()
+	for i := range clients {
+		go func() {
+			for left.Add(-1) >= 0 {
+				if err := op(i); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	var err error
+	for range clients {
+		err = errors.Join(err, <-errs)
+	}
+	el := time.Since(start)
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/el.Seconds(), "handoffs/s")
+	if d == sqllock.Postgres {
+		time.Sleep(1100 * time.Millisecond)
+		b.ReportMetric(float64(commits()-before)/float64(b.N), "commits/op")
 	}
 }

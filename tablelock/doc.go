@@ -75,17 +75,26 @@
 //     one connection per Locker LISTENs while any of its Acquires waits
 //     ([WithNotify]; it needs the pgx stdlib driver). Unless woken, a
 //     waiter sleeps until its holder's lease would expire, in case the
-//     holder died without a word. A release announces its key only when a
-//     claim was refused since its holder took it: the refused claim marks
-//     the row (column wanted) in its own statement, before its waiter
-//     sleeps, and the release reads the mark under the row lock, so no
-//     wake-up is lost. Releases nobody waits for send nothing: a
+//     holder died without a word. A release wakes someone only when a
+//     claim was refused since its holder took it: a waiting Locker's
+//     refused claim queues the Locker in the row (column waiters, once per
+//     Locker), before its waiter sleeps, and the release pops the first
+//     queued Locker under the row lock and calls it alone, on a second
+//     channel, so no wake-up is lost and the other waiting Lockers sleep
+//     on: waking all of them sent them to the row together, where all but
+//     one were refused in a queue on its row lock. A called Locker that no
+//     longer waits announces the key to all at once; one that is gone
+//     (crashed, closed) is passed over by the other waiters 50ms after the
+//     last call they heard for the key. Other refused claims (TryAcquire,
+//     a full queue of 64) mark the row wanted, and its release announces
+//     the key to every Locker. Releases nobody waits for send nothing: a
 //     transaction that queued a NOTIFY takes a database-wide lock at
 //     commit, which would serialise every release behind every other. A
 //     refused claim commits without waiting for its WAL flush; it changed
-//     only the mark. A claim that finds another owner's live row already
-//     marked only reads: no row lock, no write, like a raw poller's
-//     INSERT ... ON CONFLICT DO NOTHING.
+//     only the queue or the mark. A claim that finds another owner's live
+//     row with its Locker already queued (or the row marked) only reads:
+//     no row lock, no write, like a raw poller's INSERT ... ON CONFLICT DO
+//     NOTHING.
 //   - MariaDB: the waiter blocks in the server. A Locker keeps a gate for
 //     each key it has held for 2ms or more: a named lock (GET_LOCK, named
 //     by a digest of the table and key, so that MariaDB's case-blind lock

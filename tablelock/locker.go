@@ -79,7 +79,7 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
 		Notify:      true, // waiters elsewhere listen whether or not this Locker does
 		AsyncCommit: cfg.asyncCommit,
 		Unprepared:  cfg.pooler,
-		Freed:       waiters.Signal,
+		Freed:       func(key string) { waiters.Signal(key) },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("tablelock: %w", err)
@@ -160,7 +160,7 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ sqllock.
 			// A queued first try, or one woken by a release, expects the
 			// key free.
 			c := rowlease.Claim{Key: key, Owner: owner, Host: l.host, TTL: l.cfg.ttl,
-				ExpectFree: t.Queued && (t.Tries == 0 || t.Woken), Fresh: fresh}
+				ExpectFree: t.Queued && (t.Tries == 0 || t.Woken), Fresh: fresh, Listening: listening}
 			lease, a, err := l.try(ctx, c)
 			won, last, tries = lease, a, t.Tries+1
 			return waitloop.Result{Won: lease != nil, Remaining: a.Remaining}, err

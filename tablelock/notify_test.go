@@ -3,6 +3,7 @@ package tablelock_test
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -20,11 +21,13 @@ import (
 	"github.com/sqllock/sqllock/tablelock"
 )
 
-// listener is a session LISTENing on a lock table's channel, as another
-// process's waiters would.
+// listener is a session LISTENing on a lock table's channels, as another
+// process's waiters would: announcements to all, and calls to one.
 type listener struct {
-	conn *sql.Conn
-	ch   string
+	conn   *sql.Conn
+	ch     string
+	call   string
+	callee string // the Locker the last call heard by next called
 }
 
 func listen(t *testing.T, db *testdb.DB, table string) *listener {
@@ -33,15 +36,22 @@ func listen(t *testing.T, db *testdb.DB, table string) *listener {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln := &listener{conn: conn, ch: sqlutil.NotifyChannel(table)}
-	t.Cleanup(func() { conn.Close() })
-	if _, err := conn.ExecContext(context.Background(), "LISTEN "+pgx.Identifier{ln.ch}.Sanitize()); err != nil {
-		t.Fatal(err)
+	ln := &listener{conn: conn, ch: sqlutil.NotifyChannel(table), call: sqlutil.CallChannel(table)}
+	t.Cleanup(func() {
+		// Out of the pool: a later borrower would hear this test's channels.
+		conn.Raw(func(any) error { return driver.ErrBadConn })
+		conn.Close()
+	})
+	for _, ch := range []string{ln.ch, ln.call} {
+		if _, err := conn.ExecContext(context.Background(), "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return ln
 }
 
-// next returns the payload of the next announcement on the channel.
+// next returns the key of the next announcement or call; after a call,
+// ln.callee is the id of the Locker called, else empty.
 func (ln *listener) next(t *testing.T, within time.Duration) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
@@ -50,7 +60,10 @@ func (ln *listener) next(t *testing.T, within time.Duration) string {
 	err := ln.conn.Raw(func(dc any) error {
 		n, err := dc.(interface{ Conn() *pgx.Conn }).Conn().WaitForNotification(ctx)
 		if err == nil {
-			payload = n.Payload
+			payload, ln.callee = n.Payload, ""
+			if n.Channel == ln.call {
+				ln.callee, payload = n.Payload[:16], n.Payload[16:]
+			}
 		}
 		return err
 	})
@@ -69,30 +82,39 @@ func (ln *listener) nothingBefore(t *testing.T, db *testdb.DB) {
 	if _, err := db.Exec("SELECT pg_notify($1, $2)", ln.ch, marker); err != nil {
 		t.Fatal(err)
 	}
-	if got := ln.next(t, 10*time.Second); got != marker {
+	if got := ln.next(t, 10*time.Second); got != marker || ln.callee != "" {
 		t.Fatalf("announced %q with no waiter; want nothing before the marker", got)
 	}
 }
 
-// waitWanted returns once a refused claim has marked key's row: a waiter
-// tried and sleeps.
-func waitWanted(t *testing.T, db *testdb.DB, table, key string) {
+// waitQueued returns the ids queued in key's row once n waiting Lockers
+// have queued there: each tried and sleeps.
+func waitQueued(t *testing.T, db *testdb.DB, table, key string, n int) []string {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		var wanted bool
-		err := db.QueryRow("SELECT wanted FROM "+pgx.Identifier{table}.Sanitize()+" WHERE lock_key = $1", key).Scan(&wanted)
+		queued, err := queuedIn(db, table, key)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			t.Fatal(err)
 		}
-		if wanted {
-			return
+		if len(queued) >= n {
+			return queued
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no waiter marked %q wanted", key)
+			t.Fatalf("%d of %d waiters queued for %q", len(queued), n, key)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// queuedIn returns the ids of the Lockers queued in key's row.
+func queuedIn(db *testdb.DB, table, key string) ([]string, error) {
+	var list string
+	err := db.QueryRow("SELECT array_to_string(waiters, ',') FROM "+pgx.Identifier{table}.Sanitize()+" WHERE lock_key = $1", key).Scan(&list)
+	if err != nil || list == "" {
+		return nil, err
+	}
+	return strings.Split(list, ","), nil
 }
 
 // privateTable makes a lock table of the test's own: its channel is the
@@ -183,12 +205,12 @@ func TestReleaseAnnouncesOnlyWanted(t *testing.T) {
 			}
 			got <- err
 		}()
-		waitWanted(t, db, table, key)
+		queued := waitQueued(t, db, table, key, 1)
 		if err := a.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if p := ln.next(t, 10*time.Second); p != key {
-			t.Fatalf("announced %q, want %q", p, key)
+		if p := ln.next(t, 10*time.Second); p != key || ln.callee != queued[0] {
+			t.Fatalf("heard %q calling %q, want a call of %q for %q", p, ln.callee, queued[0], key)
 		}
 		select {
 		case err := <-got:
@@ -214,7 +236,7 @@ func TestReleaseAnnouncesOnlyWanted(t *testing.T) {
 			output, err = cmd.CombinedOutput()
 			out <- err
 		}()
-		waitWanted(t, db, table, key)
+		waitQueued(t, db, table, key, 1)
 		if err := a.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -297,4 +319,168 @@ func TestRefusalOnMarkedRowOnlyReads(t *testing.T) {
 	if after, _ := state(); after != before {
 		t.Errorf("refusals on a marked row locked it: xmax %s, then %s", before, after)
 	}
+}
+
+// TestReleaseCallsOneWaiter: on PostgreSQL a release calls the waiting
+// Locker that queued first, alone, instead of waking every waiting Locker
+// for one winner; the others sleep on, queued in order. A called Locker
+// that no longer waits for the key announces it to everyone at once, and
+// one that is gone is passed over by the others after a short grace: no
+// waiter sleeps until the holder's lease would have ended (two minutes,
+// past the test's deadline).
+func TestReleaseCallsOneWaiter(t *testing.T) {
+	db := testdb.Open(t, sqllock.Postgres)
+	table := privateTable(t, db)
+	ln := listen(t, db, table)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	opts := []tablelock.Option{tablelock.WithTable(table), tablelock.WithTTL(2 * time.Minute)}
+	holder := newLocker(t, db, opts...)
+	// Each waiter is a Locker over a pool of its own, as another process.
+	waiter := func() *tablelock.Locker { return newLocker(t, testdb.Fresh(t, sqllock.Postgres, 0), opts...) }
+	// wait starts an Acquire of key on l; its lease comes out of the
+	// channel, or the test fails.
+	wait := func(ctx context.Context, l *tablelock.Locker, key string) <-chan sqllock.Lease {
+		got := make(chan sqllock.Lease, 1)
+		go func() {
+			lease, err := l.Acquire(ctx, key)
+			if err != nil {
+				t.Error(err)
+				close(got)
+				return
+			}
+			got <- lease
+		}()
+		return got
+	}
+	take := func(got <-chan sqllock.Lease) sqllock.Lease {
+		t.Helper()
+		select {
+		case lease, ok := <-got:
+			if !ok {
+				t.FailNow()
+			}
+			return lease
+		case <-ctx.Done():
+			t.Fatal("a waiter did not get the key")
+		}
+		return nil
+	}
+
+	t.Run("first queued alone", func(t *testing.T) {
+		key := locktest.Key(t)
+		held, err := holder.Acquire(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type result struct {
+			lease sqllock.Lease
+			err   error
+		}
+		won := make(chan result, 3)
+		for i := range 3 {
+			l := waiter()
+			go func() {
+				lease, err := l.Acquire(ctx, key)
+				won <- result{lease, err}
+			}()
+			waitQueued(t, db, table, key, i+1)
+		}
+		for i := range 3 {
+			// Every waiter left is queued (it sleeps only then), and while
+			// the key is held nobody leaves the queue.
+			head := waitQueued(t, db, table, key, 3-i)[0]
+			if err := held.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// The release popped the head of the queue and called it.
+			if k := ln.next(t, 10*time.Second); k != key || ln.callee != head {
+				t.Fatalf("release %d: heard %q calling %q, want a call of %q for %q", i, k, ln.callee, head, key)
+			}
+			select {
+			case r := <-won:
+				if r.err != nil {
+					t.Fatal(r.err)
+				}
+				held = r.lease
+			case <-ctx.Done():
+				t.Fatal("no waiter got the key")
+			}
+		}
+		if err := held.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ln.nothingBefore(t, db)
+	})
+
+	t.Run("called Locker stopped waiting", func(t *testing.T) {
+		key := locktest.Key(t)
+		held, err := holder.Acquire(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		quitter := waiter()
+		qctx, qcancel := context.WithCancel(ctx)
+		quit := make(chan error, 1)
+		go func() {
+			_, err := quitter.Acquire(qctx, key)
+			quit <- err
+		}()
+		first := waitQueued(t, db, table, key, 1)[0]
+		got := wait(ctx, waiter(), key)
+		waitQueued(t, db, table, key, 2)
+		qcancel()
+		if err := <-quit; !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled Acquire: %v", err)
+		}
+		if err := held.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if k := ln.next(t, 10*time.Second); k != key || ln.callee != first {
+			t.Fatalf("heard %q calling %q, want a call of %q for %q", k, ln.callee, first, key)
+		}
+		// The Locker called, still listening, hands the call on to all.
+		if k := ln.next(t, 10*time.Second); k != key || ln.callee != "" {
+			t.Fatalf("heard %q calling %q, want %q announced to all", k, ln.callee, key)
+		}
+		if err := take(got).Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("called Locker gone", func(t *testing.T) {
+		key := locktest.Key(t)
+		held, err := holder.Acquire(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gone := waiter()
+		quit := make(chan error, 1)
+		go func() {
+			_, err := gone.Acquire(ctx, key)
+			quit <- err
+		}()
+		first := waitQueued(t, db, table, key, 1)[0]
+		got := wait(ctx, waiter(), key)
+		waitQueued(t, db, table, key, 2)
+		// Close ends the Acquire and the listening session, and leaves
+		// the Locker queued in the row, as a crash would.
+		gone.Close()
+		if err := <-quit; !errors.Is(err, sqllock.ErrClosed) {
+			t.Fatalf("Acquire on a closed Locker: %v", err)
+		}
+		if err := held.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if k := ln.next(t, 10*time.Second); k != key || ln.callee != first {
+			t.Fatalf("heard %q calling %q, want a call of %q for %q", k, ln.callee, first, key)
+		}
+		lease := take(got)
+		// Nobody answered for the Locker gone: the waiter looked by
+		// itself, after the grace.
+		ln.nothingBefore(t, db)
+		if err := lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

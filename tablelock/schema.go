@@ -22,8 +22,14 @@ import (
 // earlier release lacks the wanted column (a waiter's mark, read by the
 // release to announce the key only when someone waits): run "ALTER TABLE
 // name ADD COLUMN wanted boolean NOT NULL DEFAULT false" on it, as
-// migration 00008 does for DefaultTable. On PostgreSQL and MySQL the table
-// has no index on expires_at, which every take and release writes (on
+// migration 00008 does for DefaultTable. One that lacks the waiters and
+// called columns (the waiting Lockers a release calls, one at a time)
+// needs them, as migration 00013 adds them to DefaultTable:
+//
+//	ALTER TABLE name ADD COLUMN waiters text[] NOT NULL DEFAULT '{}',
+//	    ADD COLUMN called text NOT NULL DEFAULT '';
+//
+// On PostgreSQL and MySQL the table has no index on expires_at, which every take and release writes (on
 // PostgreSQL it also has a fillfactor of 50, so those writes are HOT
 // updates); for a table made by an earlier release, drop its expires_at
 // index (and on PostgreSQL run "ALTER TABLE name SET (fillfactor = 50)"),

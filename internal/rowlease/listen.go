@@ -20,14 +20,28 @@ const listenLinger = 2 * time.Second
 // announcements, so waiters poll.
 var errCannotListen = errors.New("rowlease: the driver cannot listen for releases")
 
+// callGrace is how long the waiting Lockers a release did not call wait
+// for the one it called to take the key, counted from the last call heard
+// for the key, before they look themselves: the called one may have
+// stopped waiting, or died, since it queued.
+const callGrace = 50 * time.Millisecond
+
+// callerLen is the length of a Table's id, which starts a call's payload.
+const callerLen = 16
+
+// notice is one announcement heard: key was freed, and callee, when set,
+// is the id of the one Table the release called.
+type notice struct{ key, callee string }
+
 // notifier is a store whose dialect announces freed keys to other
 // sessions (PostgreSQL NOTIFY).
 type notifier interface {
 	// listen holds one session of db listening to the table's
-	// announcements, calls onReady once it listens, and wake with each key
-	// announced, until ctx ends or the session fails. It returns
+	// announcements and calls, calls onReady once it listens, and heard
+	// with each, until ctx ends or the session fails; when heard returns
+	// true it announces the notice's key to every listener. It returns
 	// errCannotListen when the driver cannot.
-	listen(ctx context.Context, db *sql.DB, onReady func(), wake func(key string)) error
+	listen(ctx context.Context, db *sql.DB, onReady func(), heard func(notice) bool) error
 	listenChannel() string
 }
 
@@ -39,6 +53,7 @@ type Listener struct {
 	n   notifier
 	w   *waitq.Queue
 	log *slog.Logger
+	id  string // the Table's, whom releases call
 
 	mu     sync.Mutex
 	users  int
@@ -52,6 +67,7 @@ type Listener struct {
 
 	wmu      sync.Mutex
 	watchers map[string]map[*watcher]struct{} // by payload
+	graces   map[string]*time.Timer           // by key: callGrace after another was called
 
 	beforeRelisten func() // tests: runs before each reconnection's LISTEN
 }
@@ -64,7 +80,7 @@ func (t *Table) Listener(q *waitq.Queue, log *slog.Logger) *Listener {
 	if !ok || !t.cfg.Notify {
 		return nil
 	}
-	return &Listener{db: t.h.DB, n: n, w: q, log: log}
+	return &Listener{db: t.h.DB, n: n, w: q, log: log, id: t.id}
 }
 
 // watcher is one Watch: a wake-up slot of one.
@@ -116,14 +132,42 @@ func (ln *Listener) Watch(ctx context.Context, payload string) (wake <-chan stru
 	}, nil
 }
 
-// announced wakes the waiters and the watchers of a payload heard.
-func (ln *Listener) announced(payload string) {
-	ln.w.Signal(payload)
+// heard wakes the waiters and the watchers of a notice's key, and reports
+// whether to announce the key to every listener: this Locker was called
+// but has no waiter left for the key. The waiters of a key another Locker
+// was called for look after callGrace, unless that Locker has taken the
+// key and a later call is heard by then.
+func (ln *Listener) heard(n notice) (pass bool) {
 	ln.wmu.Lock()
 	defer ln.wmu.Unlock()
-	for w := range ln.watchers[payload] {
+	for w := range ln.watchers[n.key] {
 		w.wake()
 	}
+	if n.callee != "" && n.callee != ln.id {
+		if !ln.w.Waiting(n.key) {
+			return false
+		}
+		if t := ln.graces[n.key]; t != nil {
+			t.Reset(callGrace)
+			return false
+		}
+		if ln.graces == nil {
+			ln.graces = make(map[string]*time.Timer)
+		}
+		var t *time.Timer
+		t = time.AfterFunc(callGrace, func() {
+			ln.wmu.Lock()
+			if ln.graces[n.key] == t {
+				delete(ln.graces, n.key)
+			}
+			ln.wmu.Unlock()
+			ln.w.Signal(n.key)
+		})
+		ln.graces[n.key] = t
+		return false
+	}
+	woke := ln.w.Signal(n.key)
+	return n.callee != "" && !woke
 }
 
 // wakeAll lets every waiter and watcher look again: announcements may
@@ -247,7 +291,7 @@ func (ln *Listener) run(ctx context.Context, ready, exited chan struct{}) {
 				ln.wakeAll()
 			}
 			e.Reset()
-		}, ln.announced)
+		}, ln.heard)
 		if ctx.Err() != nil {
 			break
 		}

@@ -20,6 +20,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -59,6 +60,7 @@ type Table struct {
 	st  store
 	cfg Config
 	d   sqllock.Dialect
+	id  string // callerLen hex digits: whom a release calls (Claim.Listening)
 
 	mu     sync.Mutex
 	closed bool
@@ -76,7 +78,8 @@ func Open(db *sql.DB, d sqllock.Dialect, cfg Config) (*Table, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Table{h: handle{DB: db, stmts: &stmtcache.Cache{Direct: cfg.Unprepared}}, st: st, cfg: cfg, d: d}, nil
+	return &Table{h: handle{DB: db, stmts: &stmtcache.Cache{Direct: cfg.Unprepared}}, st: st, cfg: cfg, d: d,
+		id: fmt.Sprintf("%0*x", callerLen, rand.Uint64())}, nil
 }
 
 // newStore builds d's store for the table cfg names.
@@ -97,7 +100,7 @@ func newStore(d sqllock.Dialect, cfg Config) (store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("table: %w", err)
 	}
-	return open(names{table: t, index: idx, channel: sqlutil.NotifyChannel(cfg.Table)}, cfg), nil
+	return open(names{table: t, index: idx, channel: sqlutil.NotifyChannel(cfg.Table), call: sqlutil.CallChannel(cfg.Table)}, cfg), nil
 }
 
 // Schema returns the DDL of a lock table named table for d: the table
@@ -150,6 +153,12 @@ type Claim struct {
 	// it, and a take whose outcome is unknown (cut off in flight) can be
 	// given back by owner.
 	Fresh bool
+	// Listening: the claimant waits on the Table's Listener, subscribed
+	// before this take, so a refusal may queue the Table in the row to be
+	// called alone when the key is freed (where the dialect calls).
+	Listening bool
+
+	caller string // the Table's id when Listening
 }
 
 // Attempt is the outcome of one take.
@@ -173,6 +182,9 @@ type Attempt struct {
 func (t *Table) Take(ctx context.Context, c Claim) (Attempt, error) {
 	if err := sqllock.CheckServer(ctx, t.h.DB, t.d); err != nil {
 		return Attempt{Remaining: -1}, err
+	}
+	if c.Listening {
+		c.caller = t.id
 	}
 	a, err := t.st.take(ctx, t.h, c)
 	if err != nil {

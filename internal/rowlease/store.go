@@ -67,6 +67,7 @@ type names struct {
 	table   string // quoted
 	index   string // quoted: the expires_at index (SQLite only)
 	channel string // the NOTIFY channel, where the dialect has one
+	call    string // the channel that calls one waiting Locker
 }
 
 // stores make each dialect's store; each store file adds its own at init.

@@ -22,13 +22,18 @@ func init() { register(sqllock.Postgres, newPostgres) }
 type postgresStore struct {
 	statements
 	q        struct{ take, renew, release, releaseOwner, forceRelease, audit, reap string }
-	channel  string
-	announce bool // Config.Notify
+	channel  string // NOTIFY of a freed key to every listener
+	call     string // NOTIFY that calls one waiting Locker (sqlutil.CallChannel)
+	announce bool   // Config.Notify
 }
+
+// maxQueued bounds a row's waiters: a Locker refused when the queue is
+// full marks the row wanted instead, and is woken with everyone.
+const maxQueued = 64
 
 func newPostgres(n names, cfg Config) store {
 	t := n.table
-	s := &postgresStore{channel: n.channel, announce: cfg.Notify}
+	s := &postgresStore{channel: n.channel, call: n.call, announce: cfg.Notify}
 	from := ""
 	values := `VALUES ($1, $2, $3, 1, ` + sqlutil.PostgresToken + `, now(), now() + $4 * interval '1 microsecond')`
 	if cfg.AsyncCommit {
@@ -60,34 +65,43 @@ UNION ALL
 SELECT false, token, hold_count, host, (extract(epoch FROM expires_at - now()) * 1000000)::bigint
 FROM ` + t + ` WHERE lock_key = $1 AND NOT EXISTS (SELECT 1 FROM got)`
 	if s.announce {
-		// Where releases are announced, a refused claim also marks the row
-		// wanted (once per holder: a row already marked is left alone), and
-		// a new holder clears the mark. The release reads the mark under
-		// the row lock and announces only a wanted row. No wake-up is lost:
-		// a waiter listens before it tries, and sleeps only after a refusal
-		// that marked the row (or found it marked) under the current holder;
-		// the holder's release locks the row after that commit and sees the
-		// mark. A refusal now returns the holder from the update itself,
-		// read after the row lock.
+		// Where releases are announced, a refused claim asks to be woken:
+		// a waiting Locker that listens (Claim.Listening; $5 is its id)
+		// joins the row's queue of waiters once, anyone else marks the row
+		// wanted (once per holder: a row already marked is left alone),
+		// and a new holder clears the mark and leaves the queue. The
+		// release reads both under the row lock it takes: it announces a
+		// wanted key to every listener, and otherwise calls the first
+		// queued Locker alone and drops it from the queue. No wake-up is
+		// lost: a waiter listens before it tries, and sleeps only after a
+		// refusal that queued it (or found it queued), or marked the row
+		// under the current holder; whoever frees the row afterwards
+		// locks it after that commit and sees the queue and the mark. A
+		// refusal returns the holder from the update itself, read after
+		// the row lock.
 		//
 		// A refusal commits without waiting for its WAL flush (its CASE
 		// branch alone turns synchronous_commit off, for this statement):
-		// it changed nothing but the mark and its row lock, and a crash
-		// that lost the mark also ends every waiter's listening session,
-		// whose reconnection makes them all look again. Under a hot key
-		// most tries are refusals; each waited for a flush before.
+		// it changed nothing but the queue, the mark and its row lock, and
+		// a crash that lost them also ends every waiter's listening
+		// session, whose reconnection makes them all look again.
 		//
 		// A claim whose snapshot shows a live holder, another owner, with
-		// the row already marked proposes no row at all, so it locks
-		// nothing, writes nothing and burns no token: a read, like a raw
-		// poller's INSERT ... DO NOTHING. Skipping on a snapshot loses no
-		// wake-up: the row was marked under that holder, so its release
-		// is announced, and this waiter listened before it tried; a holder
-		// whose lease merely expired is retried at its expiry, as before.
+		// the claimant already queued (or the row marked) proposes no row
+		// at all, so it locks nothing, writes nothing and burns no token: a
+		// read, like a raw poller's INSERT ... DO NOTHING. Skipping on a
+		// snapshot loses no wake-up: a release after the snapshot calls
+		// this Locker (or announces the key), and it listened before it
+		// tried; a holder whose lease merely expired is retried at its
+		// expiry, as before.
 		take := `(t.expires_at <= now() OR t.owner = EXCLUDED.owner)`
+		asked := func(r string) string {
+			return `(` + r + `.wanted OR ($5::text <> '' AND $5::text = ANY(` + r + `.waiters)))`
+		}
+		queue := `($5::text <> '' AND cardinality(t.waiters) < ` + strconv.Itoa(maxQueued) + `)`
 		proposed := `SELECT $1::varchar, $2::varchar, $3::varchar, 1, ` + sqlutil.PostgresToken + `, now(), now() + $4 * interval '1 microsecond'` + from + `
 	WHERE NOT EXISTS (SELECT 1 FROM ` + t + ` AS w
-		WHERE w.lock_key = $1::varchar AND w.wanted AND w.expires_at > now() AND w.owner <> $2::varchar)`
+		WHERE w.lock_key = $1::varchar AND ` + asked("w") + ` AND w.expires_at > now() AND w.owner <> $2::varchar)`
 		s.q.take = `WITH got AS (
 	INSERT INTO ` + t + ` AS t (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
 	` + proposed + `
@@ -98,9 +112,12 @@ FROM ` + t + ` WHERE lock_key = $1 AND NOT EXISTS (SELECT 1 FROM got)`
 		expires_at  = CASE WHEN ` + take + ` THEN GREATEST(t.expires_at, EXCLUDED.expires_at) ELSE t.expires_at END,
 		owner       = CASE WHEN ` + take + ` THEN EXCLUDED.owner ELSE t.owner END,
 		host        = CASE WHEN ` + take + ` THEN EXCLUDED.host ELSE t.host END,
-		wanted      = CASE WHEN t.expires_at <= now() THEN false WHEN t.owner = EXCLUDED.owner THEN t.wanted ELSE true END
+		wanted      = CASE WHEN t.expires_at <= now() THEN false WHEN t.owner = EXCLUDED.owner THEN t.wanted
+			WHEN ` + queue + ` THEN t.wanted ELSE true END,
+		waiters     = CASE WHEN ` + take + ` THEN array_remove(t.waiters, $5::text)
+			WHEN ` + queue + ` AND NOT $5::text = ANY(t.waiters) THEN t.waiters || $5::text ELSE t.waiters END
 	WHERE CASE WHEN ` + take + ` THEN true
-		ELSE set_config('synchronous_commit', 'off', true) = 'off' AND NOT t.wanted END
+		ELSE set_config('synchronous_commit', 'off', true) = 'off' AND NOT ` + asked("t") + ` END
 	RETURNING t.owner = $2 AS won, t.token, t.hold_count, t.host, t.expires_at
 )
 SELECT won, token, hold_count, CASE WHEN won THEN '' ELSE host END,
@@ -113,14 +130,14 @@ FROM ` + t + ` WHERE lock_key = $1 AND NOT EXISTS (SELECT 1 FROM got)`
 WHERE lock_key = $1 AND owner = $2 AND token = $3 AND expires_at > now()`
 	s.q.release = s.announced(`UPDATE `+t+` SET hold_count = hold_count - 1,
 		owner      = CASE WHEN hold_count > 1 THEN owner ELSE '' END,
-		expires_at = CASE WHEN hold_count > 1 THEN expires_at ELSE GREATEST(acquired_at + $4 * interval '1 microsecond', now()) END`+from+`
-	WHERE lock_key = $1 AND owner = $2 AND token = $3 AND expires_at > now()`, "$5")
+		expires_at = CASE WHEN hold_count > 1 THEN expires_at ELSE GREATEST(acquired_at + $4 * interval '1 microsecond', now()) END`+s.pop("hold_count <= 1")+from+`
+	WHERE lock_key = $1 AND owner = $2 AND token = $3 AND expires_at > now()`, 5)
 	s.q.releaseOwner = s.announced(`UPDATE `+t+` SET hold_count = hold_count - 1,
 		owner      = CASE WHEN hold_count > 1 THEN owner ELSE '' END,
-		expires_at = CASE WHEN hold_count > 1 THEN expires_at ELSE now() END
-	WHERE lock_key = $1 AND owner = $2 AND expires_at > now()`, "$3")
-	s.q.forceRelease = s.announced(`UPDATE `+t+` SET hold_count = 0, owner = '', expires_at = now()
-	WHERE lock_key = $1 AND token = $2 AND expires_at > now()`, "$3")
+		expires_at = CASE WHEN hold_count > 1 THEN expires_at ELSE now() END`+s.pop("hold_count <= 1")+`
+	WHERE lock_key = $1 AND owner = $2 AND expires_at > now()`, 3)
+	s.q.forceRelease = s.announced(`UPDATE `+t+` SET hold_count = 0, owner = '', expires_at = now()`+s.pop("true")+`
+	WHERE lock_key = $1 AND token = $2 AND expires_at > now()`, 3)
 	// SKIP LOCKED: a row being taken over right now is left for the next
 	// sweep instead of blocking it. Keys whose holder never released
 	// (owner still set) are announced.
@@ -157,27 +174,47 @@ FROM ` + t + ` WHERE expires_at > now() ORDER BY lock_key`
     token       bigint       NOT NULL,
     acquired_at timestamptz  NOT NULL,
     expires_at  timestamptz  NOT NULL,
-    wanted      boolean      NOT NULL DEFAULT false
+    wanted      boolean      NOT NULL DEFAULT false,
+    waiters     text[]       NOT NULL DEFAULT '{}',
+    called      text         NOT NULL DEFAULT ''
 ) WITH (fillfactor = 50);`
 	return s
 }
 
-// announced turns update, a statement that frees rows, into one that also
-// announces each key it left with no hold and that a refused claim marked
-// wanted on the channel, parameter ch: the NOTIFY rides in the same
-// statement, one round trip, and is delivered only if it commits. A key
-// nobody waits for is not announced: a transaction that queued a NOTIFY
-// takes a database-wide lock at commit, which would queue every release
-// behind every other. Without announcements it is update itself.
-func (s *postgresStore) announced(update, ch string) string {
+// pop is the SET items of a statement that frees a row when last holds:
+// it moves the first queued waiter to called, or leaves called empty.
+// Both right-hand sides read the row before the update.
+func (s *postgresStore) pop(last string) string {
+	if !s.announce {
+		return ""
+	}
+	return `,
+		called     = CASE WHEN ` + last + ` THEN COALESCE(waiters[1], '') ELSE called END,
+		waiters    = CASE WHEN ` + last + ` THEN waiters[2:] ELSE waiters END`
+}
+
+// announced turns update, a statement that frees rows (with pop's SET
+// items), into one that also wakes the waiters of each key it left with
+// no hold: a key a refused claim marked wanted is announced on the
+// channel, parameter $ch, to every listener; otherwise the waiter popped
+// from the queue is called alone on the call channel, $ch+1. The NOTIFY
+// rides in the same statement, one round trip, and is delivered only if
+// it commits. A key nobody waits for is not announced: a transaction that
+// queued a NOTIFY takes a database-wide lock at commit, which would queue
+// every release behind every other. Without announcements it is update
+// itself.
+func (s *postgresStore) announced(update string, ch int) string {
 	if !s.announce {
 		return update
 	}
+	all, one := "$"+strconv.Itoa(ch), "$"+strconv.Itoa(ch+1)
 	return `WITH r AS (
 	` + update + `
-	RETURNING lock_key, hold_count, wanted
+	RETURNING lock_key, hold_count, wanted, called
 )
-SELECT CASE WHEN hold_count = 0 AND wanted THEN pg_notify(` + ch + `, lock_key)::text END FROM r`
+SELECT CASE WHEN hold_count > 0 THEN NULL
+	WHEN wanted THEN pg_notify(` + all + `, lock_key)::text
+	WHEN called <> '' THEN pg_notify(` + one + `, called || lock_key)::text END FROM r`
 }
 
 // changed runs a statement made by announced and returns the rows it
@@ -186,13 +223,17 @@ func (s *postgresStore) changed(ctx context.Context, h handle, q string, args ..
 	if !s.announce {
 		return h.exec(ctx, q, args...)
 	}
-	return h.count(ctx, q, append(args, s.channel)...)
+	return h.count(ctx, q, append(args, s.channel, s.call)...)
 }
 
 func (s *postgresStore) take(ctx context.Context, h handle, c Claim) (Attempt, error) {
 	var a Attempt
 	var left int64
-	err := h.queryRow(ctx, s.q.take, []any{c.Key, c.Owner, c.Host, micros(c.TTL)}, &a.Won, &a.Token, &a.Holds, &a.Host, &left)
+	args := []any{c.Key, c.Owner, c.Host, micros(c.TTL)}
+	if s.announce {
+		args = append(args, c.caller)
+	}
+	err := h.queryRow(ctx, s.q.take, args, &a.Won, &a.Token, &a.Holds, &a.Host, &left)
 	if errors.Is(err, sql.ErrNoRows) {
 		// The holder's row is newer than this statement's snapshot.
 		return Attempt{Remaining: -1}, nil
@@ -221,7 +262,7 @@ func (s *postgresStore) forceReleaseTx(ctx context.Context, tx *sql.Tx, key stri
 	if !s.announce {
 		return execTx(ctx, tx, s.q.forceRelease, key, token)
 	}
-	rows, err := tx.QueryContext(ctx, s.q.forceRelease, key, token, s.channel)
+	rows, err := tx.QueryContext(ctx, s.q.forceRelease, key, token, s.channel, s.call)
 	if err != nil {
 		return 0, err
 	}
@@ -247,12 +288,13 @@ func (s *postgresStore) reap(ctx context.Context, db *sql.DB, grace time.Duratio
 	return n, err
 }
 
-// listen holds one session of db that LISTENs on the table's channel and
-// calls wake with each key announced, until ctx ends or the session fails.
-// The session is discarded afterwards rather than returned to the pool
-// still listening. It needs the pgx stdlib driver: with another it returns
-// errCannotListen.
-func (s *postgresStore) listen(ctx context.Context, db *sql.DB, onReady func(), wake func(key string)) error {
+// listen holds one session of db that LISTENs on the table's channels and
+// hands heard each announcement and call, until ctx ends or the session
+// fails; a call heard returns true for is announced on that session to
+// every listener. The session is discarded afterwards rather than returned
+// to the pool still listening. It needs the pgx stdlib driver: with another
+// it returns errCannotListen.
+func (s *postgresStore) listen(ctx context.Context, db *sql.DB, onReady func(), heard func(notice) bool) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
@@ -264,7 +306,8 @@ func (s *postgresStore) listen(ctx context.Context, db *sql.DB, onReady func(), 
 			return errCannotListen
 		}
 		c := pc.Conn()
-		if _, err := c.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
+		listen := "LISTEN " + pgx.Identifier{s.channel}.Sanitize() + "; LISTEN " + pgx.Identifier{s.call}.Sanitize()
+		if _, err := c.Exec(ctx, listen); err != nil {
 			return errors.Join(err, driver.ErrBadConn)
 		}
 		onReady()
@@ -273,7 +316,20 @@ func (s *postgresStore) listen(ctx context.Context, db *sql.DB, onReady func(), 
 			if err != nil {
 				return errors.Join(err, driver.ErrBadConn)
 			}
-			wake(n.Payload)
+			var no notice
+			switch {
+			case n.Channel == s.call && len(n.Payload) > callerLen:
+				no = notice{key: n.Payload[callerLen:], callee: n.Payload[:callerLen]}
+			case n.Channel == s.call:
+				continue // not sqllock's
+			default:
+				no = notice{key: n.Payload}
+			}
+			if heard(no) {
+				if _, err := c.Exec(ctx, "SELECT pg_notify($1, $2)", s.channel, no.key); err != nil {
+					return errors.Join(err, driver.ErrBadConn)
+				}
+			}
 		}
 	})
 }

@@ -50,14 +50,22 @@ func QuoteIdent(d sqllock.Dialect, name string) (string, error) {
 // of a lock table's keys are announced. Channel names are identifiers, at
 // most 63 bytes; longer ones are hashed (a collision only wakes a waiter
 // that then finds its key still held).
-func NotifyChannel(table string) string {
-	ch := "sqllock:" + strings.ToLower(table)
+func NotifyChannel(table string) string { return channel("sqllock:", table) }
+
+// CallChannel is the PostgreSQL channel on which a release of a lock
+// table's key calls the one waiting Locker it picked (payload: that
+// Locker's 16-character id, then the key). Its prefix differs from
+// NotifyChannel's, so the two never collide.
+func CallChannel(table string) string { return channel("sqllock>", table) }
+
+func channel(prefix, table string) string {
+	ch := prefix + strings.ToLower(table)
 	if len(ch) <= 63 {
 		return ch
 	}
 	h := fnv.New64a()
 	h.Write([]byte(table))
-	return fmt.Sprintf("sqllock:%016x", h.Sum64())
+	return fmt.Sprintf("%s%016x", prefix, h.Sum64())
 }
 
 // PostgresToken is how every strategy draws a fencing token on PostgreSQL:

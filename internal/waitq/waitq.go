@@ -119,11 +119,20 @@ func (q *Queue) Leave(key string, w *Waiter, acquired, unspent bool) {
 	}
 }
 
-// Signal wakes one waiter of key, as the Mode says.
-func (q *Queue) Signal(key string) {
+// Signal wakes one waiter of key, as the Mode says, and reports whether
+// key had waiters.
+func (q *Queue) Signal(key string) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.wakeLocked(key)
+	return len(q.m[key]) > 0
+}
+
+// Waiting reports whether key has waiters.
+func (q *Queue) Waiting(key string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.m[key]) > 0
 }
 
 // SignalAll signals every key that has waiters.
