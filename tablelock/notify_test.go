@@ -325,9 +325,9 @@ func TestRefusalOnMarkedRowOnlyReads(t *testing.T) {
 // Locker that queued first, alone, instead of waking every waiting Locker
 // for one winner; the others sleep on, queued in order. A called Locker
 // that no longer waits for the key announces it to everyone at once, and
-// one that is gone is passed over by the others after a short grace: no
-// waiter sleeps until the holder's lease would have ended (two minutes,
-// past the test's deadline).
+// one that is gone (its process killed, or the Locker closed) is passed
+// over by the others after a short grace: no waiter sleeps until the
+// holder's lease would have ended (two minutes, past the test's deadline).
 func TestReleaseCallsOneWaiter(t *testing.T) {
 	db := testdb.Open(t, sqllock.Postgres)
 	table := privateTable(t, db)
@@ -444,6 +444,34 @@ func TestReleaseCallsOneWaiter(t *testing.T) {
 			t.Fatalf("heard %q calling %q, want %q announced to all", k, ln.callee, key)
 		}
 		if err := take(got).Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("called Locker killed", func(t *testing.T) {
+		key := locktest.Key(t)
+		held, err := holder.Acquire(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		child := testdb.Child(t, "TestNotifyWaiterChild", envNotifyChild+"="+table+"/"+key)
+		if err := child.Start(); err != nil {
+			t.Fatal(err)
+		}
+		first := waitQueued(t, db, table, key, 1)[0]
+		got := wait(ctx, waiter(), key)
+		waitQueued(t, db, table, key, 2)
+		child.Process.Kill() // kill -9 of a process queued first
+		child.Wait()
+		if err := held.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if k := ln.next(t, 10*time.Second); k != key || ln.callee != first {
+			t.Fatalf("heard %q calling %q, want a call of %q for %q", k, ln.callee, first, key)
+		}
+		lease := take(got)
+		ln.nothingBefore(t, db)
+		if err := lease.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
 	})
