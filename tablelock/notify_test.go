@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -448,21 +449,20 @@ func TestReleaseCallsOneWaiter(t *testing.T) {
 		}
 	})
 
-	t.Run("called Locker killed", func(t *testing.T) {
+	// passedOver: a Locker that start queues first, then end makes go away
+	// without a word; the release calls it, nobody answers for it, and the
+	// waiter queued second takes the key by itself after the grace.
+	passedOver := func(t *testing.T, start func(key string), end func()) {
 		key := locktest.Key(t)
 		held, err := holder.Acquire(ctx, key)
 		if err != nil {
 			t.Fatal(err)
 		}
-		child := testdb.Child(t, "TestNotifyWaiterChild", envNotifyChild+"="+table+"/"+key)
-		if err := child.Start(); err != nil {
-			t.Fatal(err)
-		}
+		start(key)
 		first := waitQueued(t, db, table, key, 1)[0]
 		got := wait(ctx, waiter(), key)
 		waitQueued(t, db, table, key, 2)
-		child.Process.Kill() // kill -9 of a process queued first
-		child.Wait()
+		end()
 		if err := held.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -474,41 +474,36 @@ func TestReleaseCallsOneWaiter(t *testing.T) {
 		if err := lease.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
+	}
+
+	t.Run("called Locker killed", func(t *testing.T) {
+		var child *exec.Cmd
+		passedOver(t, func(key string) {
+			child = testdb.Child(t, "TestNotifyWaiterChild", envNotifyChild+"="+table+"/"+key)
+			if err := child.Start(); err != nil {
+				t.Fatal(err)
+			}
+		}, func() {
+			child.Process.Kill() // kill -9 of a process queued first
+			child.Wait()
+		})
 	})
 
 	t.Run("called Locker gone", func(t *testing.T) {
-		key := locktest.Key(t)
-		held, err := holder.Acquire(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
 		gone := waiter()
 		quit := make(chan error, 1)
-		go func() {
-			_, err := gone.Acquire(ctx, key)
-			quit <- err
-		}()
-		first := waitQueued(t, db, table, key, 1)[0]
-		got := wait(ctx, waiter(), key)
-		waitQueued(t, db, table, key, 2)
-		// Close ends the Acquire and the listening session, and leaves
-		// the Locker queued in the row, as a crash would.
-		gone.Close()
-		if err := <-quit; !errors.Is(err, sqllock.ErrClosed) {
-			t.Fatalf("Acquire on a closed Locker: %v", err)
-		}
-		if err := held.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if k := ln.next(t, 10*time.Second); k != key || ln.callee != first {
-			t.Fatalf("heard %q calling %q, want a call of %q for %q", k, ln.callee, first, key)
-		}
-		lease := take(got)
-		// Nobody answered for the Locker gone: the waiter looked by
-		// itself, after the grace.
-		ln.nothingBefore(t, db)
-		if err := lease.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
+		passedOver(t, func(key string) {
+			go func() {
+				_, err := gone.Acquire(ctx, key)
+				quit <- err
+			}()
+		}, func() {
+			// Close ends the Acquire and the listening session, and
+			// leaves the Locker queued in the row, as a crash would.
+			gone.Close()
+			if err := <-quit; !errors.Is(err, sqllock.ErrClosed) {
+				t.Fatalf("Acquire on a closed Locker: %v", err)
+			}
+		})
 	})
 }

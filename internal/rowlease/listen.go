@@ -249,6 +249,12 @@ func (ln *Listener) Close() {
 	exited := ln.exited
 	ln.stopLocked()
 	ln.mu.Unlock()
+	ln.wmu.Lock()
+	for key, t := range ln.graces {
+		t.Stop()
+		delete(ln.graces, key)
+	}
+	ln.wmu.Unlock()
 	if exited != nil {
 		<-exited
 	}

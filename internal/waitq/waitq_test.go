@@ -282,3 +282,28 @@ func TestNoLostWakeup(t *testing.T) {
 		})
 	}
 }
+
+// TestSignalReportsWaiters: Signal and Waiting tell whether a key has
+// waiters, so a Locker called for a key it no longer waits for can hand
+// the call on; a waiter holding a wake-up it has not acted on still counts.
+func TestSignalReportsWaiters(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			q := New(m.mode)
+			if q.Waiting("k") || q.Signal("k") {
+				t.Fatal("a key nobody joined has waiters")
+			}
+			w, _ := q.Join("k")
+			if !q.Waiting("k") || !q.Signal("k") || !isWoken(w) {
+				t.Fatal("the waiter of k was not reported and woken")
+			}
+			if !q.Signal("k") {
+				t.Fatal("a woken waiter that has not left no longer counts")
+			}
+			q.Leave("k", w, true, false)
+			if q.Waiting("k") || q.Signal("k") {
+				t.Fatal("a key whose waiter left still has waiters")
+			}
+		})
+	}
+}
