@@ -339,31 +339,29 @@ func TestReleaseCallsOneWaiter(t *testing.T) {
 	holder := newLocker(t, db, opts...)
 	// Each waiter is a Locker over a pool of its own, as another process.
 	waiter := func() *tablelock.Locker { return newLocker(t, testdb.Fresh(t, sqllock.Postgres, 0), opts...) }
-	// wait starts an Acquire of key on l; its lease comes out of the
-	// channel, or the test fails.
-	wait := func(ctx context.Context, l *tablelock.Locker, key string) <-chan sqllock.Lease {
-		got := make(chan sqllock.Lease, 1)
+	// wait starts an Acquire of key on l, whose outcome comes out of out
+	// (buffered for every waiter sending to it); take returns the next
+	// lease out of out, or fails the test. No goroutine touches t.
+	type outcome struct {
+		lease sqllock.Lease
+		err   error
+	}
+	wait := func(l *tablelock.Locker, key string, out chan<- outcome) {
 		go func() {
 			lease, err := l.Acquire(ctx, key)
-			if err != nil {
-				t.Error(err)
-				close(got)
-				return
-			}
-			got <- lease
+			out <- outcome{lease, err}
 		}()
-		return got
 	}
-	take := func(got <-chan sqllock.Lease) sqllock.Lease {
+	take := func(t *testing.T, out <-chan outcome) sqllock.Lease {
 		t.Helper()
 		select {
-		case lease, ok := <-got:
-			if !ok {
-				t.FailNow()
+		case o := <-out:
+			if o.err != nil {
+				t.Fatal(o.err)
 			}
-			return lease
+			return o.lease
 		case <-ctx.Done():
-			t.Fatal("a waiter did not get the key")
+			t.Fatal("no waiter got the key")
 		}
 		return nil
 	}
@@ -374,17 +372,9 @@ func TestReleaseCallsOneWaiter(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		type result struct {
-			lease sqllock.Lease
-			err   error
-		}
-		won := make(chan result, 3)
+		won := make(chan outcome, 3)
 		for i := range 3 {
-			l := waiter()
-			go func() {
-				lease, err := l.Acquire(ctx, key)
-				won <- result{lease, err}
-			}()
+			wait(waiter(), key, won)
 			waitQueued(t, db, table, key, i+1)
 		}
 		for i := range 3 {
@@ -398,15 +388,7 @@ func TestReleaseCallsOneWaiter(t *testing.T) {
 			if k := ln.next(t, 10*time.Second); k != key || ln.callee != head {
 				t.Fatalf("release %d: heard %q calling %q, want a call of %q for %q", i, k, ln.callee, head, key)
 			}
-			select {
-			case r := <-won:
-				if r.err != nil {
-					t.Fatal(r.err)
-				}
-				held = r.lease
-			case <-ctx.Done():
-				t.Fatal("no waiter got the key")
-			}
+			held = take(t, won)
 		}
 		if err := held.Release(ctx); err != nil {
 			t.Fatal(err)
@@ -428,7 +410,8 @@ func TestReleaseCallsOneWaiter(t *testing.T) {
 			quit <- err
 		}()
 		first := waitQueued(t, db, table, key, 1)[0]
-		got := wait(ctx, waiter(), key)
+		got := make(chan outcome, 1)
+		wait(waiter(), key, got)
 		waitQueued(t, db, table, key, 2)
 		qcancel()
 		if err := <-quit; !errors.Is(err, context.Canceled) {
@@ -444,7 +427,7 @@ func TestReleaseCallsOneWaiter(t *testing.T) {
 		if k := ln.next(t, 10*time.Second); k != key || ln.callee != "" {
 			t.Fatalf("heard %q calling %q, want %q announced to all", k, ln.callee, key)
 		}
-		if err := take(got).Release(ctx); err != nil {
+		if err := take(t, got).Release(ctx); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -460,7 +443,8 @@ func TestReleaseCallsOneWaiter(t *testing.T) {
 		}
 		start(key)
 		first := waitQueued(t, db, table, key, 1)[0]
-		got := wait(ctx, waiter(), key)
+		got := make(chan outcome, 1)
+		wait(waiter(), key, got)
 		waitQueued(t, db, table, key, 2)
 		end()
 		if err := held.Release(ctx); err != nil {
@@ -469,7 +453,7 @@ func TestReleaseCallsOneWaiter(t *testing.T) {
 		if k := ln.next(t, 10*time.Second); k != key || ln.callee != first {
 			t.Fatalf("heard %q calling %q, want a call of %q for %q", k, ln.callee, first, key)
 		}
-		lease := take(got)
+		lease := take(t, got)
 		ln.nothingBefore(t, db)
 		if err := lease.Release(ctx); err != nil {
 			t.Fatal(err)
