@@ -218,12 +218,14 @@ SELECT CASE WHEN hold_count > 0 THEN NULL
 }
 
 // changed runs a statement made by announced and returns the rows it
-// changed: the rows it returned, or the affected-row count.
+// changed. It runs as an Exec either way: a SELECT's command tag counts the
+// rows it returned, and an Exec has no Rows, whose cancellable context
+// would cost a goroutine per release in database/sql.
 func (s *postgresStore) changed(ctx context.Context, h handle, q string, args ...any) (int64, error) {
-	if !s.announce {
-		return h.exec(ctx, q, args...)
+	if s.announce {
+		args = append(args, s.channel, s.call)
 	}
-	return h.count(ctx, q, append(args, s.channel, s.call)...)
+	return h.exec(ctx, q, args...)
 }
 
 func (s *postgresStore) take(ctx context.Context, h handle, c Claim) (Attempt, error) {
