@@ -19,6 +19,7 @@ import (
 	"github.com/sqllock/sqllock/advisory"
 	"github.com/sqllock/sqllock/fence"
 	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/jobguard"
 	"github.com/sqllock/sqllock/migrations"
 	"github.com/sqllock/sqllock/rowlock"
 	"github.com/sqllock/sqllock/tablelock"
@@ -116,6 +117,122 @@ func TestRequireSyncReplica(t *testing.T) {
 		t.Fatalf("WithAsyncCommit: %v; want the refusal naming the key and synchronous_commit off", err)
 	}
 	t.Log(err)
+}
+
+// TestReleaseDoesNotWait: a tablelock release that keeps nothing commits
+// without waiting for its WAL flush, while a hold-at-least release
+// (jobguard's AtLeast) and every other commit still wait. Shown on the
+// pair's primary told to wait for a synchronous standby that never
+// answers (synchronous_standby_names names none): a commit that waits
+// hangs, one that does not returns, and the key it freed is free.
+// Before TestFailover (source order): it puts the primary back.
+func TestReleaseDoesNotWait(t *testing.T) {
+	if os.Getenv(envFailWorker) != "" || os.Getenv(envFailover) == "" {
+		t.Skipf("%s is not set: runs in the failover CI step", envFailover)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ha := openPG(t, os.Getenv(envHADSN))
+	if err := migrations.Up(ctx, ha, sqllock.Postgres); err != nil {
+		t.Fatal(err)
+	}
+	// The control's writes: a commit that wrote nothing never waits.
+	if _, err := ha.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS sqllock_test_commits (at timestamptz)`); err != nil {
+		t.Fatal(err)
+	}
+	l, err := tablelock.New(ha, sqllock.Postgres, tablelock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	guard, err := jobguard.New(ha, sqllock.Postgres)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer guard.Close()
+	key := "release-no-wait-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	lease, err := l.Acquire(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := guard.TryAcquire(ctx, jobguard.Job{Name: key, AtMost: time.Minute, AtLeast: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Commits hang from here until lift empties the setting again, before
+	// the Guard and the Locker close (defers run last in, first out).
+	waiting := []chan error{}
+	defer func() {
+		for _, q := range []string{`ALTER SYSTEM RESET synchronous_standby_names`, `SELECT pg_reload_conf()`} {
+			if _, err := ha.ExecContext(context.Background(), q); err != nil {
+				t.Errorf("%s: %v", q, err)
+			}
+		}
+		for _, c := range waiting {
+			select {
+			case <-c:
+			case <-time.After(30 * time.Second):
+				t.Errorf("a commit still waits 30s after the standby requirement was lifted")
+			}
+		}
+	}()
+	for _, q := range []string{`ALTER SYSTEM SET synchronous_standby_names = 'sqllock_nobody'`, `SELECT pg_reload_conf()`} {
+		if _, err := ha.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	// Once a new session has the setting, the server has signalled every
+	// other one, and each reads it before its next statement.
+	fresh := openPG(t, os.Getenv(envHADSN))
+	for {
+		var v string
+		if err := fresh.QueryRowContext(ctx, `SHOW synchronous_standby_names`).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		if v == "sqllock_nobody" {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("synchronous_standby_names still %q", v)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// returns runs f and reports whether it returned within d; if not, the
+	// deferred lift waits for it.
+	returns := func(d time.Duration, f func() error) (bool, error) {
+		c := make(chan error, 1)
+		go func() { c <- f() }()
+		select {
+		case err := <-c:
+			return true, err
+		case <-time.After(d):
+			waiting = append(waiting, c)
+			return false, nil
+		}
+	}
+	// The control: a commit that waits does hang.
+	if done, err := returns(2*time.Second, func() error {
+		_, err := fresh.ExecContext(context.Background(), `INSERT INTO sqllock_test_commits VALUES (now())`)
+		return err
+	}); done {
+		t.Fatalf("a commit returned (%v) without the standby it must wait for: the test shows nothing", err)
+	}
+	if done, err := returns(2*time.Second, func() error { return job.Release(context.Background()) }); done {
+		t.Fatalf("a hold-at-least release returned (%v) without waiting for its flush: lost in a crash, the job could run again early", err)
+	}
+	start := time.Now()
+	if done, err := returns(20*time.Second, func() error { return lease.Release(context.Background()) }); !done || err != nil {
+		t.Fatalf("tablelock release: returned %v, err %v; want it back at once, not waiting for the flush", done, err)
+	}
+	var owner string
+	if err := fresh.QueryRowContext(ctx, `SELECT owner FROM sqllock_locks WHERE lock_key = $1`, key).Scan(&owner); err != nil {
+		t.Fatal(err)
+	}
+	if owner != "" {
+		t.Fatalf("the released row still names owner %q", owner)
+	}
+	t.Logf("release returned in %v while a waiting commit hung", time.Since(start).Round(time.Millisecond))
 }
 
 // TestFailover: holders in two other processes contend for one key per

@@ -40,6 +40,16 @@
 // (it reads the deadline itself, so a holder resumed from a long pause
 // knows at once), and [sqllock.Do] cancels its function.
 //
+// On PostgreSQL a release commits without waiting for its WAL flush (or
+// for a synchronous standby): what it loses in a server crash, or in a
+// failover to a standby that had not received it, is only a release, and
+// the key then stays held until its expiry, as if the holder had died.
+// Nobody can take the key in the meantime without a commit after the
+// release's, and that commit, durable, makes the release durable too.
+// Takes, renewals and extensions wait for the flush, since a holder that
+// believes in a lease the database forgot breaks mutual exclusion, and so
+// does a release that holds a key on (jobguard's Job.AtLeast).
+//
 // # Extend
 //
 // [Lease.Extend] (or [sqllock.Extend] on any lease) moves a held row's

@@ -150,7 +150,8 @@ func WithTransactionPooler() Option {
 
 // WithAsyncCommit makes the lock's own statements commit without waiting for
 // the PostgreSQL WAL flush (synchronous_commit = off for those statements
-// only), roughly tripling the rate on one connection.
+// only), roughly tripling the rate on one connection. Releases already do
+// without it (see the package doc); this option adds takes and renewals.
 //
 // The trade-off: a crash of the database server (not a clean restart) can
 // forget lock operations from its last ~0.6 s (three times

@@ -161,7 +161,8 @@ VALUES ($1, $2, 'raw', 1, nextval('sqllock_fence_seq'), now(), now() + interval 
 ON CONFLICT (lock_key) DO UPDATE SET token = nextval('sqllock_fence_seq'), hold_count = 1, owner = EXCLUDED.owner,
 	acquired_at = now(), expires_at = EXCLUDED.expires_at
 WHERE t.expires_at <= now() RETURNING t.token`
-		rel = `UPDATE sqllock_locks SET hold_count = 0, owner = '', expires_at = now() WHERE lock_key = $1 AND owner = $2 AND token = $3`
+		rel = `UPDATE sqllock_locks SET hold_count = 0, owner = '', expires_at = now()
+FROM (SELECT set_config('synchronous_commit', 'off', true)) AS sc WHERE lock_key = $1 AND owner = $2 AND token = $3`
 	case sqllock.MySQL:
 		acq = `INSERT INTO sqllock_locks (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
 VALUES (?, ?, 'raw', 1, NEXTVAL(sqllock_fence_seq), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 SECOND)

@@ -128,9 +128,19 @@ FROM ` + t + ` WHERE lock_key = $1 AND NOT EXISTS (SELECT 1 FROM got)`
 	}
 	s.q.renew = `UPDATE ` + t + ` SET expires_at = GREATEST(expires_at, now() + $4 * interval '1 microsecond')` + from + `
 WHERE lock_key = $1 AND owner = $2 AND token = $3 AND expires_at > now()`
+	// A release that keeps nothing ($4 = 0) commits without waiting for
+	// its WAL flush. Losing it in a server crash only leaves the key held
+	// until its expiry, as the holder had it; whoever takes the key next
+	// commits after it, and that durable commit flushes the release too.
+	// A release that keeps the key for a while (jobguard's hold-at-least)
+	// stays durable: lost, the row would expire before the promised time.
+	releaseFrom := ` FROM (SELECT CASE WHEN $4::bigint = 0 THEN set_config('synchronous_commit', 'off', true) END) AS sc`
+	if cfg.AsyncCommit {
+		releaseFrom = from
+	}
 	s.q.release = s.announced(`UPDATE `+t+` SET hold_count = hold_count - 1,
 		owner      = CASE WHEN hold_count > 1 THEN owner ELSE '' END,
-		expires_at = CASE WHEN hold_count > 1 THEN expires_at ELSE GREATEST(acquired_at + $4 * interval '1 microsecond', now()) END`+s.pop("hold_count <= 1")+from+`
+		expires_at = CASE WHEN hold_count > 1 THEN expires_at ELSE GREATEST(acquired_at + $4 * interval '1 microsecond', now()) END`+s.pop("hold_count <= 1")+releaseFrom+`
 	WHERE lock_key = $1 AND owner = $2 AND token = $3 AND expires_at > now()`, 5)
 	s.q.releaseOwner = s.announced(`UPDATE `+t+` SET hold_count = hold_count - 1,
 		owner      = CASE WHEN hold_count > 1 THEN owner ELSE '' END,
