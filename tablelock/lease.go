@@ -29,6 +29,9 @@ type hold struct {
 	token int64
 	ctx   context.Context    // the renewals' statements; ends with the hold
 	stop  context.CancelFunc // ends renewal
+	// renewing starts renewLoop when the first renewal is due: a hold
+	// released sooner (most are) never starts a goroutine.
+	renewing *time.Timer
 
 	mu       sync.Mutex
 	deadline time.Time // the lease counts as lost from here on
@@ -208,10 +211,12 @@ func (l *Locker) newLease(ctx context.Context, key, owner string, a rowlease.Att
 		h.arming = time.AfterFunc(gateAfter, h.arm)
 	}
 	l.holds[id] = h
-	l.renewers.Add(1)
+	l.renewers.Add(1) // Done by renewLoop, or by halt if it never starts
+	h.mu.Lock()       // halt reads h.renewing under h.mu, maybe in renewLoop already
+	h.renewing = time.AfterFunc(l.cfg.renew, h.renewLoop)
+	h.mu.Unlock()
 	l.mu.Unlock()
 	s.h = h
-	go h.renewLoop()
 	return s
 }
 
@@ -278,6 +283,9 @@ func (h *hold) halt() {
 	if !h.stopped {
 		h.stopped = true
 		h.stop()
+		if h.renewing.Stop() {
+			h.l.renewers.Done() // renewLoop will not run
+		}
 	}
 }
 
@@ -342,13 +350,14 @@ func (h *hold) event(name string, err error) {
 	}
 }
 
-// renewLoop extends the row every renew interval. Transient errors are
+// renewLoop extends the row every renew interval, from the first renewal
+// on (h.renewing waited the interval before it). Transient errors are
 // retried until the deadline; only a row that is no longer ours, a
 // permanent error, or a spent deadline ends the lease.
 func (h *hold) renewLoop() {
 	l := h.l
 	defer l.renewers.Done()
-	next := time.NewTimer(l.cfg.renew)
+	next := time.NewTimer(0)
 	defer next.Stop()
 	retry := l.cfg.renew / 8
 	for {
