@@ -44,15 +44,7 @@ var failoverStrategies = []string{"tablelock", "advisory", "rowlock"}
 // WithAsyncCommit). Before TestFailover (source order): it needs the pair
 // healthy, and puts the primary back to asynchronous replication.
 func TestRequireSyncReplica(t *testing.T) {
-	if os.Getenv(envFailWorker) != "" || os.Getenv(envFailover) == "" {
-		t.Skipf("%s is not set: runs in the failover CI step", envFailover)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	ha := openPG(t, os.Getenv(envHADSN))
-	if err := migrations.Up(ctx, ha, sqllock.Postgres); err != nil {
-		t.Fatal(err)
-	}
+	ctx, ha := haPrimary(t)
 	setup := []string{
 		`ALTER SYSTEM SET synchronous_standby_names = '*'`,
 		`SELECT pg_reload_conf()`,
@@ -127,15 +119,7 @@ func TestRequireSyncReplica(t *testing.T) {
 // hangs, one that does not returns, and the key it freed is free.
 // Before TestFailover (source order): it puts the primary back.
 func TestReleaseDoesNotWait(t *testing.T) {
-	if os.Getenv(envFailWorker) != "" || os.Getenv(envFailover) == "" {
-		t.Skipf("%s is not set: runs in the failover CI step", envFailover)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	ha := openPG(t, os.Getenv(envHADSN))
-	if err := migrations.Up(ctx, ha, sqllock.Postgres); err != nil {
-		t.Fatal(err)
-	}
+	ctx, ha := haPrimary(t)
 	// The control's writes: a commit that wrote nothing never waits.
 	if _, err := ha.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS sqllock_test_commits (at timestamptz)`); err != nil {
 		t.Fatal(err)
@@ -478,6 +462,22 @@ func TestFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d fenced writes accepted", accepted)
+}
+
+// haPrimary skips t outside the failover step, and otherwise returns a
+// context of a minute and a pool on the pair's primary, migrated.
+func haPrimary(t *testing.T) (context.Context, *sql.DB) {
+	t.Helper()
+	if os.Getenv(envFailWorker) != "" || os.Getenv(envFailover) == "" {
+		t.Skipf("%s is not set: runs in the failover CI step", envFailover)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	ha := openPG(t, os.Getenv(envHADSN))
+	if err := migrations.Up(ctx, ha, sqllock.Postgres); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, ha
 }
 
 func openPG(t *testing.T, dsn string) *sql.DB {
