@@ -89,13 +89,14 @@
 //     claim was refused since its holder took it: a waiting Locker's
 //     refused claim queues the Locker in the row (column waiters, once per
 //     Locker), before its waiter sleeps, and the release pops the first
-//     queued Locker under the row lock and calls it alone, on a second
-//     channel, so no wake-up is lost and the other waiting Lockers sleep
-//     on: waking all of them sent them to the row together, where all but
-//     one were refused in a queue on its row lock. A called Locker that no
-//     longer waits announces the key to all at once; one that is gone
-//     (crashed, closed) is passed over by the other waiters 50ms after the
-//     last call they heard for the key. Other refused claims (TryAcquire,
+//     queued Locker under the row lock and calls it alone, on a channel of
+//     that Locker's own, so no wake-up is lost and the other waiting
+//     Lockers sleep on: waking all of them sent them to the row together,
+//     where all but one were refused in a queue on its row lock. A called
+//     Locker that no longer waits announces the key to all at once. The
+//     Locker queued next hears a copy of the call, and looks by itself
+//     50ms after the last copy it heard for the key: so one that is gone
+//     (crashed, closed) is passed over. Other refused claims (TryAcquire,
 //     a full queue of 64) mark the row wanted, and its release announces
 //     the key to every Locker. Releases nobody waits for send nothing: a
 //     transaction that queued a NOTIFY takes a database-wide lock at

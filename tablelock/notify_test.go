@@ -23,11 +23,12 @@ import (
 )
 
 // listener is a session LISTENing on a lock table's channels, as another
-// process's waiters would: announcements to all, and calls to one.
+// process's waiters would: announcements to all, and (hear) the calls of
+// the Lockers it is told to hear.
 type listener struct {
 	conn   *sql.Conn
 	ch     string
-	call   string
+	call   string // the start of every Locker's call channel
 	callee string // the Locker the last call heard by next called
 }
 
@@ -43,12 +44,19 @@ func listen(t *testing.T, db *testdb.DB, table string) *listener {
 		conn.Raw(func(any) error { return driver.ErrBadConn })
 		conn.Close()
 	})
-	for _, ch := range []string{ln.ch, ln.call} {
-		if _, err := conn.ExecContext(context.Background(), "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
-			t.Fatal(err)
-		}
+	if _, err := conn.ExecContext(context.Background(), "LISTEN "+pgx.Identifier{ln.ch}.Sanitize()); err != nil {
+		t.Fatal(err)
 	}
 	return ln
+}
+
+// hear makes ln hear the calls of the Locker whose id is queued: only that
+// Locker's session hears them, and the copy sent to the Locker queued next.
+func (ln *listener) hear(t *testing.T, id string) {
+	t.Helper()
+	if _, err := ln.conn.ExecContext(context.Background(), "LISTEN "+pgx.Identifier{ln.call + id}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // next returns the key of the next announcement or call; after a call,
@@ -62,7 +70,7 @@ func (ln *listener) next(t *testing.T, within time.Duration) string {
 		n, err := dc.(interface{ Conn() *pgx.Conn }).Conn().WaitForNotification(ctx)
 		if err == nil {
 			payload, ln.callee = n.Payload, ""
-			if n.Channel == ln.call {
+			if strings.HasPrefix(n.Channel, ln.call) {
 				ln.callee, payload = n.Payload[:16], n.Payload[16:]
 			}
 		}
@@ -207,6 +215,7 @@ func TestReleaseAnnouncesOnlyWanted(t *testing.T) {
 			got <- err
 		}()
 		queued := waitQueued(t, db, table, key, 1)
+		ln.hear(t, queued[0])
 		if err := a.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -381,6 +390,7 @@ func TestReleaseCallsOneWaiter(t *testing.T) {
 			// Every waiter left is queued (it sleeps only then), and while
 			// the key is held nobody leaves the queue.
 			head := waitQueued(t, db, table, key, 3-i)[0]
+			ln.hear(t, head)
 			if err := held.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -413,6 +423,7 @@ func TestReleaseCallsOneWaiter(t *testing.T) {
 		got := make(chan outcome, 1)
 		wait(waiter(), key, got)
 		waitQueued(t, db, table, key, 2)
+		ln.hear(t, first)
 		qcancel()
 		if err := <-quit; !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled Acquire: %v", err)
@@ -446,6 +457,7 @@ func TestReleaseCallsOneWaiter(t *testing.T) {
 		got := make(chan outcome, 1)
 		wait(waiter(), key, got)
 		waitQueued(t, db, table, key, 2)
+		ln.hear(t, first)
 		end()
 		if err := held.Release(ctx); err != nil {
 			t.Fatal(err)

@@ -20,10 +20,11 @@ const listenLinger = 2 * time.Second
 // announcements, so waiters poll.
 var errCannotListen = errors.New("rowlease: the driver cannot listen for releases")
 
-// callGrace is how long the waiting Lockers a release did not call wait
-// for the one it called to take the key, counted from the last call heard
-// for the key, before they look themselves: the called one may have
-// stopped waiting, or died, since it queued.
+// callGrace is how long the Locker queued next after the one a release
+// called (it hears a copy of the call) waits for that one to take the
+// key, counted from the last call it heard for the key, before it looks
+// itself: the called one may have stopped waiting, or died, since it
+// queued.
 const callGrace = 50 * time.Millisecond
 
 // callerLen is the length of a Table's id, which starts a call's payload.
@@ -41,7 +42,7 @@ type notifier interface {
 	// with each, until ctx ends or the session fails; when heard returns
 	// true it announces the notice's key to every listener. It returns
 	// errCannotListen when the driver cannot.
-	listen(ctx context.Context, db *sql.DB, onReady func(), heard func(notice) bool) error
+	listen(ctx context.Context, db *sql.DB, id string, onReady func(), heard func(notice) bool) error
 	listenChannel() string
 }
 
@@ -135,8 +136,9 @@ func (ln *Listener) Watch(ctx context.Context, payload string) (wake <-chan stru
 // heard wakes the waiters and the watchers of a notice's key, and reports
 // whether to announce the key to every listener: this Locker was called
 // but has no waiter left for the key. The waiters of a key another Locker
-// was called for look after callGrace, unless that Locker has taken the
-// key and a later call is heard by then.
+// was called for (a copy of the call, this Locker being queued next) look
+// after callGrace, unless that Locker has taken the key and a later call
+// is heard by then.
 func (ln *Listener) heard(n notice) (pass bool) {
 	ln.wmu.Lock()
 	defer ln.wmu.Unlock()
@@ -165,6 +167,11 @@ func (ln *Listener) heard(n notice) (pass bool) {
 		})
 		ln.graces[n.key] = t
 		return false
+	}
+	if t := ln.graces[n.key]; t != nil && n.callee != "" {
+		// Called itself: the grace of an earlier copy has nothing left to do.
+		t.Stop()
+		delete(ln.graces, n.key)
 	}
 	woke := ln.w.Signal(n.key)
 	return n.callee != "" && !woke
@@ -285,7 +292,7 @@ func (ln *Listener) run(ctx context.Context, ready, exited chan struct{}) {
 		if !first && ln.beforeRelisten != nil {
 			ln.beforeRelisten()
 		}
-		err := ln.n.listen(ctx, ln.db, func() {
+		err := ln.n.listen(ctx, ln.db, ln.id, func() {
 			if first {
 				first = false
 				close(ready)

@@ -23,7 +23,7 @@ type postgresStore struct {
 	statements
 	q        struct{ take, renew, release, releaseOwner, forceRelease, audit, reap string }
 	channel  string // NOTIFY of a freed key to every listener
-	call     string // NOTIFY that calls one waiting Locker (sqlutil.CallChannel)
+	call     string // with a Locker's id, the channel that calls it (sqlutil.CallChannel)
 	announce bool   // Config.Notify
 }
 
@@ -207,7 +207,10 @@ func (s *postgresStore) pop(last string) string {
 // items), into one that also wakes the waiters of each key it left with
 // no hold: a key a refused claim marked wanted is announced on the
 // channel, parameter $ch, to every listener; otherwise the waiter popped
-// from the queue is called alone on the call channel, $ch+1. The NOTIFY
+// from the queue is called alone on its own channel ($ch+1 and its id),
+// and the call is copied to the Locker queued next, which looks by itself
+// if the key is not taken within callGrace (the one called may be gone).
+// Only those two sessions and Lockers wake, not every listener. The NOTIFY
 // rides in the same statement, one round trip, and is delivered only if
 // it commits. A key nobody waits for is not announced: a transaction that
 // queued a NOTIFY takes a database-wide lock at commit, which would queue
@@ -220,11 +223,12 @@ func (s *postgresStore) announced(update string, ch int) string {
 	all, one := "$"+strconv.Itoa(ch), "$"+strconv.Itoa(ch+1)
 	return `WITH r AS (
 	` + update + `
-	RETURNING lock_key, hold_count, wanted, called
+	RETURNING lock_key, hold_count, wanted, called, waiters[1] AS next
 )
 SELECT CASE WHEN hold_count > 0 THEN NULL
 	WHEN wanted THEN pg_notify(` + all + `, lock_key)::text
-	WHEN called <> '' THEN pg_notify(` + one + `, called || lock_key)::text END FROM r`
+	WHEN called <> '' THEN pg_notify(` + one + ` || called, called || lock_key)::text
+		|| CASE WHEN next IS NOT NULL THEN pg_notify(` + one + ` || next, called || lock_key)::text ELSE '' END END FROM r`
 }
 
 // changed runs a statement made by announced and returns the rows it
@@ -300,13 +304,13 @@ func (s *postgresStore) reap(ctx context.Context, db *sql.DB, grace time.Duratio
 	return n, err
 }
 
-// listen holds one session of db that LISTENs on the table's channels and
-// hands heard each announcement and call, until ctx ends or the session
-// fails; a call heard returns true for is announced on that session to
+// listen holds one session of db that LISTENs on the table's channel and
+// on the call channel of the Table id, and hands heard each announcement
+// and call, until ctx ends or the session fails; a call heard returns true for is announced on that session to
 // every listener. The session is discarded afterwards rather than returned
 // to the pool still listening. It needs the pgx stdlib driver: with another
 // it returns errCannotListen.
-func (s *postgresStore) listen(ctx context.Context, db *sql.DB, onReady func(), heard func(notice) bool) error {
+func (s *postgresStore) listen(ctx context.Context, db *sql.DB, id string, onReady func(), heard func(notice) bool) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
@@ -318,7 +322,8 @@ func (s *postgresStore) listen(ctx context.Context, db *sql.DB, onReady func(), 
 			return errCannotListen
 		}
 		c := pc.Conn()
-		listen := "LISTEN " + pgx.Identifier{s.channel}.Sanitize() + "; LISTEN " + pgx.Identifier{s.call}.Sanitize()
+		mine := s.call + id
+		listen := "LISTEN " + pgx.Identifier{s.channel}.Sanitize() + "; LISTEN " + pgx.Identifier{mine}.Sanitize()
 		if _, err := c.Exec(ctx, listen); err != nil {
 			return errors.Join(err, driver.ErrBadConn)
 		}
@@ -330,9 +335,9 @@ func (s *postgresStore) listen(ctx context.Context, db *sql.DB, onReady func(), 
 			}
 			var no notice
 			switch {
-			case n.Channel == s.call && len(n.Payload) > callerLen:
+			case n.Channel == mine && len(n.Payload) > callerLen:
 				no = notice{key: n.Payload[callerLen:], callee: n.Payload[:callerLen]}
-			case n.Channel == s.call:
+			case n.Channel == mine:
 				continue // not sqllock's
 			default:
 				no = notice{key: n.Payload}

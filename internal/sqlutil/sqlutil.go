@@ -52,15 +52,19 @@ func QuoteIdent(d sqllock.Dialect, name string) (string, error) {
 // that then finds its key still held).
 func NotifyChannel(table string) string { return channel("sqllock:", table) }
 
-// CallChannel is the PostgreSQL channel on which a release of a lock
-// table's key calls the one waiting Locker it picked (payload: that
-// Locker's 16-character id, then the key). Its prefix differs from
-// NotifyChannel's, so the two never collide.
-func CallChannel(table string) string { return channel("sqllock>", table) }
+// CallChannel is the start of the PostgreSQL channels on which a release
+// of a lock table's key calls the waiting Locker it picked: each Locker
+// listens on CallChannel(table) followed by its 16-character id, and the
+// payload is the id of the Locker called, then the key. Its prefix differs
+// from NotifyChannel's, so the two never collide; it leaves room for the
+// id within the 63 bytes of a channel name.
+func CallChannel(table string) string { return channelIn("sqllock>", table, 63-16) }
 
-func channel(prefix, table string) string {
+func channel(prefix, table string) string { return channelIn(prefix, table, 63) }
+
+func channelIn(prefix, table string, max int) string {
 	ch := prefix + strings.ToLower(table)
-	if len(ch) <= 63 {
+	if len(ch) <= max {
 		return ch
 	}
 	h := fnv.New64a()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,5 +66,28 @@ func TestExecScript(t *testing.T) {
 	}
 	if n != 0 {
 		t.Fatal("ExecScript ran on past a failed statement")
+	}
+}
+
+// A channel name is an identifier of at most 63 bytes: a table's notify
+// channel fits, and so does its call channel with a Locker's 16-character
+// id after it, for short and long table names; distinct tables keep
+// distinct channels, and the two kinds never meet.
+func TestChannels(t *testing.T) {
+	long := strings.Repeat("t", 63)
+	for _, table := range []string{"sqllock_locks", "MixedCase", strings.Repeat("m", 45), long, long + "x"} {
+		n, c := NotifyChannel(table), CallChannel(table)
+		if len(n) > 63 || len(c)+16 > 63 {
+			t.Errorf("%q: channels %q (%d) and %q (%d, +16 for the id): over 63 bytes", table, n, len(n), c, len(c))
+		}
+		if strings.HasPrefix(n, c) || strings.HasPrefix(c, n) {
+			t.Errorf("%q: notify channel %q and call channel %q overlap", table, n, c)
+		}
+	}
+	if CallChannel(long) == CallChannel(long+"x") {
+		t.Errorf("two long table names share the call channel %q", CallChannel(long))
+	}
+	if got := CallChannel("sqllock_locks"); got != "sqllock>sqllock_locks" {
+		t.Errorf("CallChannel(sqllock_locks) = %q, want it readable, the table's name after the prefix", got)
 	}
 }
