@@ -443,20 +443,21 @@ func TestReleaseCallsOneWaiter(t *testing.T) {
 		}
 	})
 
-	// passedOver: a Locker that start queues first, then end makes go away
-	// without a word; the release calls it, nobody answers for it, and the
-	// waiter queued second takes the key by itself after the grace.
-	passedOver := func(t *testing.T, start func(key string), end func()) {
+	// passedOver: the gone Lockers that start queues first, then end makes
+	// go away without a word; the release calls the first, nobody answers
+	// for it, and the waiter queued after them takes the key by itself
+	// after the grace.
+	passedOver := func(t *testing.T, gone int, start func(key string), end func()) {
 		key := locktest.Key(t)
 		held, err := holder.Acquire(ctx, key)
 		if err != nil {
 			t.Fatal(err)
 		}
 		start(key)
-		first := waitQueued(t, db, table, key, 1)[0]
+		first := waitQueued(t, db, table, key, gone)[0]
 		got := make(chan outcome, 1)
 		wait(waiter(), key, got)
-		waitQueued(t, db, table, key, 2)
+		waitQueued(t, db, table, key, gone+1)
 		ln.hear(t, first)
 		end()
 		if err := held.Release(ctx); err != nil {
@@ -474,7 +475,7 @@ func TestReleaseCallsOneWaiter(t *testing.T) {
 
 	t.Run("called Locker killed", func(t *testing.T) {
 		var child *exec.Cmd
-		passedOver(t, func(key string) {
+		passedOver(t, 1, func(key string) {
 			child = testdb.Child(t, "TestNotifyWaiterChild", envNotifyChild+"="+table+"/"+key)
 			if err := child.Start(); err != nil {
 				t.Fatal(err)
@@ -485,21 +486,40 @@ func TestReleaseCallsOneWaiter(t *testing.T) {
 		})
 	})
 
-	t.Run("called Locker gone", func(t *testing.T) {
-		gone := waiter()
-		quit := make(chan error, 1)
-		passedOver(t, func(key string) {
-			go func() {
-				_, err := gone.Acquire(ctx, key)
-				quit <- err
-			}()
-		}, func() {
-			// Close ends the Acquire and the listening session, and
-			// leaves the Locker queued in the row, as a crash would.
-			gone.Close()
-			if err := <-quit; !errors.Is(err, sqllock.ErrClosed) {
-				t.Fatalf("Acquire on a closed Locker: %v", err)
+	// goneQueued queues n Lockers in turn, and closes them at end: Close
+	// ends each Acquire and listening session, and leaves the Locker
+	// queued in the row, as a crash would.
+	goneQueued := func(t *testing.T, n int) (start func(key string), end func()) {
+		var ls []*tablelock.Locker
+		quit := make(chan error, n)
+		return func(key string) {
+				for i := range n {
+					l := waiter()
+					ls = append(ls, l)
+					go func() {
+						_, err := l.Acquire(ctx, key)
+						quit <- err
+					}()
+					waitQueued(t, db, table, key, i+1)
+				}
+			}, func() {
+				for _, l := range ls {
+					l.Close()
+					if err := <-quit; !errors.Is(err, sqllock.ErrClosed) {
+						t.Fatalf("Acquire on a closed Locker: %v", err)
+					}
+				}
 			}
-		})
+	}
+
+	t.Run("called Locker gone", func(t *testing.T) {
+		start, end := goneQueued(t, 1)
+		passedOver(t, 1, start, end)
+	})
+
+	// The copy of the call also goes to the Locker queued after next.
+	t.Run("called Locker and the next gone", func(t *testing.T) {
+		start, end := goneQueued(t, 2)
+		passedOver(t, 2, start, end)
 	})
 }

@@ -20,11 +20,11 @@ const listenLinger = 2 * time.Second
 // announcements, so waiters poll.
 var errCannotListen = errors.New("rowlease: the driver cannot listen for releases")
 
-// callGrace is how long the Locker queued next after the one a release
-// called (it hears a copy of the call) waits for that one to take the
-// key, counted from the last call it heard for the key, before it looks
-// itself: the called one may have stopped waiting, or died, since it
-// queued.
+// callGrace is how long the two Lockers queued next after the one a
+// release called (they hear a copy of the call) wait for that one to take
+// the key, counted from the last call they heard for the key, before they
+// look themselves: the called one may have stopped waiting, or died,
+// since it queued.
 const callGrace = 50 * time.Millisecond
 
 // callerLen is the length of a Table's id, which starts a call's payload.
@@ -136,7 +136,8 @@ func (ln *Listener) Watch(ctx context.Context, payload string) (wake <-chan stru
 // heard wakes the waiters and the watchers of a notice's key, and reports
 // whether to announce the key to every listener: this Locker was called
 // but has no waiter left for the key. The waiters of a key another Locker
-// was called for (a copy of the call, this Locker being queued next) look
+// was called for (a copy of the call, this Locker being queued next but
+// one or two) look
 // after callGrace, unless that Locker has taken the key and a later call
 // is heard by then.
 func (ln *Listener) heard(n notice) (pass bool) {

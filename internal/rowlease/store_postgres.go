@@ -208,9 +208,10 @@ func (s *postgresStore) pop(last string) string {
 // no hold: a key a refused claim marked wanted is announced on the
 // channel, parameter $ch, to every listener; otherwise the waiter popped
 // from the queue is called alone on its own channel ($ch+1 and its id),
-// and the call is copied to the Locker queued next, which looks by itself
-// if the key is not taken within callGrace (the one called may be gone).
-// Only those two sessions and Lockers wake, not every listener. The NOTIFY
+// and the call is copied to the two Lockers queued next, which look by
+// themselves if the key is not taken within callGrace (the one called may
+// be gone, and so may the first of them). Only those three sessions and
+// Lockers wake, not every listener. The NOTIFY
 // rides in the same statement, one round trip, and is delivered only if
 // it commits. A key nobody waits for is not announced: a transaction that
 // queued a NOTIFY takes a database-wide lock at commit, which would queue
@@ -223,12 +224,13 @@ func (s *postgresStore) announced(update string, ch int) string {
 	all, one := "$"+strconv.Itoa(ch), "$"+strconv.Itoa(ch+1)
 	return `WITH r AS (
 	` + update + `
-	RETURNING lock_key, hold_count, wanted, called, waiters[1] AS next
+	RETURNING lock_key, hold_count, wanted, called, waiters[1] AS next, waiters[2] AS after
 )
 SELECT CASE WHEN hold_count > 0 THEN NULL
 	WHEN wanted THEN pg_notify(` + all + `, lock_key)::text
 	WHEN called <> '' THEN pg_notify(` + one + ` || called, called || lock_key)::text
-		|| CASE WHEN next IS NOT NULL THEN pg_notify(` + one + ` || next, called || lock_key)::text ELSE '' END END FROM r`
+		|| CASE WHEN next IS NOT NULL THEN pg_notify(` + one + ` || next, called || lock_key)::text ELSE '' END
+		|| CASE WHEN after IS NOT NULL THEN pg_notify(` + one + ` || after, called || lock_key)::text ELSE '' END END FROM r`
 }
 
 // changed runs a statement made by announced and returns the rows it
