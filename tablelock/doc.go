@@ -94,9 +94,10 @@
 //     Lockers sleep on: waking all of them sent them to the row together,
 //     where all but one were refused in a queue on its row lock. A called
 //     Locker that no longer waits announces the key to all at once. The
-//     Locker queued next hears a copy of the call, and looks by itself
-//     50ms after the last copy it heard for the key: so one that is gone
-//     (crashed, closed) is passed over. Other refused claims (TryAcquire,
+//     two Lockers queued next hear a copy of the call, and look by
+//     themselves 50ms after the last copy they heard for the key: so one
+//     that is gone (crashed, closed) is passed over, and the next too if
+//     it is gone as well. Other refused claims (TryAcquire,
 //     a full queue of 64) mark the row wanted, and its release announces
 //     the key to every Locker. Releases nobody waits for send nothing: a
 //     transaction that queued a NOTIFY takes a database-wide lock at
