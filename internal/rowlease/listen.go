@@ -136,10 +136,9 @@ func (ln *Listener) Watch(ctx context.Context, payload string) (wake <-chan stru
 // heard wakes the waiters and the watchers of a notice's key, and reports
 // whether to announce the key to every listener: this Locker was called
 // but has no waiter left for the key. The waiters of a key another Locker
-// was called for (a copy of the call, this Locker being queued next but
-// one or two) look
-// after callGrace, unless that Locker has taken the key and a later call
-// is heard by then.
+// was called for (a copy of the call: this Locker is queued one or two
+// places after it) look after callGrace, unless that Locker has taken the
+// key and a later call is heard by then.
 func (ln *Listener) heard(n notice) (pass bool) {
 	ln.wmu.Lock()
 	defer ln.wmu.Unlock()

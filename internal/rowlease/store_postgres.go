@@ -211,12 +211,11 @@ func (s *postgresStore) pop(last string) string {
 // and the call is copied to the two Lockers queued next, which look by
 // themselves if the key is not taken within callGrace (the one called may
 // be gone, and so may the first of them). Only those three sessions and
-// Lockers wake, not every listener. The NOTIFY
-// rides in the same statement, one round trip, and is delivered only if
-// it commits. A key nobody waits for is not announced: a transaction that
-// queued a NOTIFY takes a database-wide lock at commit, which would queue
-// every release behind every other. Without announcements it is update
-// itself.
+// Lockers wake, not every listener. The NOTIFY rides in the same
+// statement, one round trip, and is delivered only if it commits. A key
+// nobody waits for is not announced: a transaction that queued a NOTIFY
+// takes a database-wide lock at commit, which would queue every release
+// behind every other. Without announcements it is update itself.
 func (s *postgresStore) announced(update string, ch int) string {
 	if !s.announce {
 		return update
@@ -308,9 +307,9 @@ func (s *postgresStore) reap(ctx context.Context, db *sql.DB, grace time.Duratio
 
 // listen holds one session of db that LISTENs on the table's channel and
 // on the call channel of the Table id, and hands heard each announcement
-// and call, until ctx ends or the session fails; a call heard returns true for is announced on that session to
-// every listener. The session is discarded afterwards rather than returned
-// to the pool still listening. It needs the pgx stdlib driver: with another
+// and call, until ctx ends or the session fails; a call heard returns
+// true for is announced on that session to every listener. The session is
+// discarded afterwards rather than returned to the pool still listening. It needs the pgx stdlib driver: with another
 // it returns errCannotListen.
 func (s *postgresStore) listen(ctx context.Context, db *sql.DB, id string, onReady func(), heard func(notice) bool) error {
 	conn, err := db.Conn(ctx)

@@ -62,9 +62,9 @@ func CallChannel(table string) string { return channelIn("sqllock>", table, 63-1
 
 func channel(prefix, table string) string { return channelIn(prefix, table, 63) }
 
-func channelIn(prefix, table string, max int) string {
+func channelIn(prefix, table string, limit int) string {
 	ch := prefix + strings.ToLower(table)
-	if len(ch) <= max {
+	if len(ch) <= limit {
 		return ch
 	}
 	h := fnv.New64a()
