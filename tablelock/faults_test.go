@@ -124,3 +124,51 @@ func TestPartitionedHolderIsToldFirst(t *testing.T) {
 		}
 	})
 }
+
+// A take whose answer comes back late (a slow network, a paused client)
+// leaves its lease less than a renew interval before its deadline: the
+// holder is still told (Done) before anyone else can have the key, though
+// no renewal was due yet.
+func TestLateTakeToldByDeadline(t *testing.T) {
+	forNetworked(t, func(t *testing.T, d sqllock.Dialect) {
+		x := testdb.NewToxi(t, d)
+		x.SetMaxOpenConns(1)
+		ctx := context.Background()
+		// Renewals every ttl/3, so the first is due 1s after the take
+		// returns, by when the database would hand the key on.
+		const ttl, late = 3 * time.Second, 2200 * time.Millisecond
+		holder := newLocker(t, x.DB, tablelock.WithTTL(ttl))
+		other := newLocker(t, testdb.Open(t, d), tablelock.WithTTL(ttl))
+		key := locktest.Key(t)
+		warm, err := holder.TryAcquire(ctx, key) // statements prepared on the one connection
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := warm.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		x.Add(t, "late", "latency", "downstream", map[string]any{"latency": late.Milliseconds()})
+		lease, err := holder.TryAcquire(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x.Reset()
+		wctx, cancel := context.WithTimeout(ctx, 3*ttl)
+		defer cancel()
+		next, err := other.Acquire(wctx, key)
+		if err != nil {
+			t.Fatalf("the key did not come back: %v", err)
+		}
+		select {
+		case <-lease.Done():
+		default:
+			t.Fatalf("another holder has the key and the late holder's Done is still open (Err %v)", lease.Err())
+		}
+		if !errors.Is(lease.Err(), sqllock.ErrLockLost) {
+			t.Fatalf("Err() = %v, want ErrLockLost", lease.Err())
+		}
+		if err := next.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

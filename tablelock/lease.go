@@ -212,8 +212,11 @@ func (l *Locker) newLease(ctx context.Context, key, owner string, a rowlease.Att
 	}
 	l.holds[id] = h
 	l.renewers.Add(1) // Done by renewLoop, or by halt if it never starts
-	h.mu.Lock()       // halt reads h.renewing under h.mu, maybe in renewLoop already
-	h.renewing = time.AfterFunc(l.cfg.renew, h.renewLoop)
+	// By the deadline at the latest: a take whose answer came late (a
+	// pause) leaves less than a renew interval, and the loop declares the
+	// loss on time.
+	h.mu.Lock() // halt reads h.renewing under h.mu, maybe in renewLoop already
+	h.renewing = time.AfterFunc(min(l.cfg.renew, time.Until(deadline)), h.renewLoop)
 	h.mu.Unlock()
 	l.mu.Unlock()
 	s.h = h
