@@ -51,7 +51,7 @@ func listen(t *testing.T, db *testdb.DB, table string) *listener {
 }
 
 // hear makes ln hear the calls of the Locker whose id is queued: only that
-// Locker's session hears them, and the copy sent to the Locker queued next.
+// Locker's session hears them, and the copies sent to the two queued next.
 func (ln *listener) hear(t *testing.T, id string) {
 	t.Helper()
 	if _, err := ln.conn.ExecContext(context.Background(), "LISTEN "+pgx.Identifier{ln.call + id}.Sanitize()); err != nil {
@@ -491,22 +491,18 @@ func TestReleaseCallsOneWaiter(t *testing.T) {
 	// queued in the row, as a crash would.
 	goneQueued := func(t *testing.T, n int) (start func(key string), end func()) {
 		var ls []*tablelock.Locker
-		quit := make(chan error, n)
+		quit := make(chan outcome, n)
 		return func(key string) {
 				for i := range n {
-					l := waiter()
-					ls = append(ls, l)
-					go func() {
-						_, err := l.Acquire(ctx, key)
-						quit <- err
-					}()
+					ls = append(ls, waiter())
+					wait(ls[i], key, quit)
 					waitQueued(t, db, table, key, i+1)
 				}
 			}, func() {
 				for _, l := range ls {
 					l.Close()
-					if err := <-quit; !errors.Is(err, sqllock.ErrClosed) {
-						t.Fatalf("Acquire on a closed Locker: %v", err)
+					if o := <-quit; !errors.Is(o.err, sqllock.ErrClosed) {
+						t.Fatalf("Acquire on a closed Locker: %v", o.err)
 					}
 				}
 			}
