@@ -22,7 +22,15 @@ type rawLock struct {
 	arg          any
 }
 
-func newRaw(b *testing.B, db *testdb.DB, key string) *rawLock {
+// rawKinds are the raw sides: the bare lock functions, and the same
+// drawing a fencing token once granted, as the Locker's statements do. The
+// second shows what the token costs, apart from all else the Locker does.
+var rawKinds = []struct {
+	name  string
+	token bool
+}{{"raw", false}, {"raw-token", true}}
+
+func newRaw(b *testing.B, db *testdb.DB, key string, token bool) *rawLock {
 	ctx := context.Background()
 	c, err := db.Conn(ctx)
 	if err != nil {
@@ -30,9 +38,15 @@ func newRaw(b *testing.B, db *testdb.DB, key string) *rawLock {
 	}
 	r := &rawLock{conn: c}
 	lock, unlock := "SELECT pg_advisory_lock($1)", "SELECT pg_advisory_unlock($1)"
+	if token {
+		lock = "SELECT sqllock_next_token() FROM (SELECT pg_advisory_lock($1) OFFSET 0) AS granted"
+	}
 	r.arg = advisory.PostgresKey(advisory.DefaultNamespace, key)
 	if db.Dialect.IsMySQL() {
 		lock, unlock = "SELECT GET_LOCK(?, 60)", "SELECT RELEASE_LOCK(?)"
+		if token {
+			lock = "SELECT IF(GET_LOCK(?, 60) = 1, NEXTVAL(sqllock_fence_seq), NULL)"
+		}
 		r.arg = advisory.MySQLName(advisory.DefaultNamespace, key)
 	}
 	if r.lock, err = c.PrepareContext(ctx, lock); err != nil {
@@ -46,10 +60,10 @@ func newRaw(b *testing.B, db *testdb.DB, key string) *rawLock {
 }
 
 func (r *rawLock) cycle(b *testing.B) {
-	var got any // void on PostgreSQL, 1 from GET_LOCK
+	var got any // void on PostgreSQL, 1 from GET_LOCK, or the token
 	ctx := context.Background()
-	if err := r.lock.QueryRowContext(ctx, r.arg).Scan(&got); err != nil {
-		b.Fatal(err)
+	if err := r.lock.QueryRowContext(ctx, r.arg).Scan(&got); err != nil || got == nil {
+		b.Fatal("lock:", got, err)
 	}
 	var ok sql.NullBool
 	if err := r.unlock.QueryRowContext(ctx, r.arg).Scan(&ok); err != nil || !ok.Bool {
@@ -77,12 +91,14 @@ func BenchmarkAcquireRelease(b *testing.B) {
 					}
 				}
 			})
-			b.Run("raw", func(b *testing.B) {
-				r := newRaw(b, db, locktest.Key(b))
-				for b.Loop() {
-					r.cycle(b)
-				}
-			})
+			for _, k := range rawKinds {
+				b.Run(k.name, func(b *testing.B) {
+					r := newRaw(b, db, locktest.Key(b), k.token)
+					for b.Loop() {
+						r.cycle(b)
+					}
+				})
+			}
 		})
 	}
 }
@@ -134,15 +150,17 @@ func BenchmarkHotKey(b *testing.B) {
 				}
 				run(b, cycle)
 			})
-			b.Run("raw", func(b *testing.B) {
-				key := locktest.Key(b)
-				cycle := make([]func(), clients)
-				for i := range cycle {
-					r := newRaw(b, db, key)
-					cycle[i] = func() { r.cycle(b) }
-				}
-				run(b, cycle)
-			})
+			for _, k := range rawKinds {
+				b.Run(k.name, func(b *testing.B) {
+					key := locktest.Key(b)
+					cycle := make([]func(), clients)
+					for i := range cycle {
+						r := newRaw(b, db, key, k.token)
+						cycle[i] = func() { r.cycle(b) }
+					}
+					run(b, cycle)
+				})
+			}
 		})
 	}
 }
@@ -160,9 +178,10 @@ func BenchmarkHandoff(b *testing.B) {
 }
 
 // BenchmarkPaired alternates one uncontended Acquire+Release through the
-// Locker with one raw lock/unlock pair, iteration by iteration, so load on
-// a shared machine hits both alike. speed-ratio is raw time over sqllock
-// time: 1 means as fast as raw SQL.
+// Locker with one raw lock/unlock pair of each kind, iteration by
+// iteration, so load on a shared machine hits them alike. speed-ratio is
+// raw time over sqllock time (1 means as fast as raw SQL), token-ratio the
+// same against the raw pair that draws the token.
 func BenchmarkPaired(b *testing.B) {
 	for _, d := range dialects {
 		b.Run(d.String(), func(b *testing.B) {
@@ -170,8 +189,9 @@ func BenchmarkPaired(b *testing.B) {
 			ctx := context.Background()
 			l := newLocker(b, db)
 			key := locktest.Key(b)
-			r := newRaw(b, db, locktest.Key(b))
-			var ours, raw []time.Duration
+			raws := []*rawLock{newRaw(b, db, locktest.Key(b), false), newRaw(b, db, locktest.Key(b), true)}
+			var ours []time.Duration
+			theirs := make([][]time.Duration, len(raws))
 			for b.Loop() {
 				start := time.Now()
 				lease, err := l.Acquire(ctx, key)
@@ -181,16 +201,25 @@ func BenchmarkPaired(b *testing.B) {
 				if err := lease.Release(ctx); err != nil {
 					b.Fatal(err)
 				}
-				mid := time.Now()
-				r.cycle(b)
-				ours, raw = append(ours, mid.Sub(start)), append(raw, time.Since(mid))
+				ours = append(ours, time.Since(start))
+				for i, r := range raws {
+					start := time.Now()
+					r.cycle(b)
+					theirs[i] = append(theirs[i], time.Since(start))
+				}
 			}
-			slices.Sort(ours)
-			slices.Sort(raw)
-			o, w := ours[len(ours)/2], raw[len(raw)/2]
+			o := p50(ours)
+			w, t := p50(theirs[0]), p50(theirs[1])
 			b.ReportMetric(float64(o.Microseconds()), "sqllock-p50-us")
 			b.ReportMetric(float64(w.Microseconds()), "raw-p50-us")
+			b.ReportMetric(float64(t.Microseconds()), "raw-token-p50-us")
 			b.ReportMetric(float64(w)/float64(o), "speed-ratio")
+			b.ReportMetric(float64(t)/float64(o), "token-ratio")
 		})
 	}
+}
+
+func p50(ds []time.Duration) time.Duration {
+	slices.Sort(ds)
+	return ds[len(ds)/2]
 }
