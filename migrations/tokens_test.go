@@ -15,7 +15,8 @@ import (
 
 // Migration 00011: PostgreSQL tokens are the timeline in the high bits over
 // the sequence, above every token drawn before the migration, and a
-// sequence past 2^40 is refused rather than wrapped into a smaller token.
+// sequence past 2^40 is refused rather than wrapped into a smaller token
+// (by the sequence's MAXVALUE since migration 00014).
 // (TestFailover shows the timeline changing on a promotion.)
 func TestTokenCarriesTimeline(t *testing.T) {
 	ctx := context.Background()
@@ -49,12 +50,38 @@ func TestTokenCarriesTimeline(t *testing.T) {
 		t.Fatalf("token %d after the migration not above %d before it", tok, before)
 	}
 
+	// Migration 00014: the function is one SQL expression, which the
+	// planner inlines into the calling statement (no function call per
+	// token), and the sequence's MAXVALUE refuses values past 2^40.
+	var plan strings.Builder
+	rows, err := db.QueryContext(ctx, `EXPLAIN (VERBOSE) SELECT sqllock_next_token()`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan.WriteString(line + "\n")
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if p := plan.String(); strings.Contains(p, "sqllock_next_token") || !strings.Contains(p, "nextval") {
+		t.Fatalf("sqllock_next_token is not inlined into the statement:\n%s", p)
+	}
+	err = db.QueryRowContext(ctx, `SELECT sqllock_refuse_token('timeline')`).Scan(&tok)
+	if err == nil || !strings.Contains(err.Error(), "fencing token out of range: timeline") {
+		t.Fatalf("the timeline refusal = %d, %v; want the out of range error", tok, err)
+	}
+
 	if _, err := db.ExecContext(ctx, `SELECT setval('sqllock_fence_seq', 1099511627775)`); err != nil {
 		t.Fatal(err)
 	}
 	err = db.QueryRowContext(ctx, `SELECT sqllock_next_token()`).Scan(&tok)
-	if err == nil || !strings.Contains(err.Error(), "fencing token out of range") {
-		t.Fatalf("token past 2^40 = %d, %v; want the out of range error", tok, err)
+	if err == nil || !strings.Contains(err.Error(), "reached maximum value") {
+		t.Fatalf("token past 2^40 = %d, %v; want the sequence's refusal", tok, err)
 	}
 }
 
@@ -86,6 +113,13 @@ func TestRequireSyncReplicaRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
+	// last_value with is_called: a fresh sequence's first draw leaves
+	// last_value and sets is_called.
+	const seqState = `SELECT last_value::text || ' ' || is_called::text FROM sqllock_fence_seq`
+	var drawn string
+	if err := fresh.QueryRowContext(ctx, seqState).Scan(&drawn); err != nil {
+		t.Fatal(err)
+	}
 	lease, err := l.TryAcquire(ctx, "nightly")
 	if err == nil {
 		lease.Release(ctx)
@@ -100,5 +134,10 @@ func TestRequireSyncReplicaRefused(t *testing.T) {
 	var n int
 	if err := fresh.QueryRowContext(ctx, `SELECT count(*) FROM sqllock_locks`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("%d lock rows after the refusal (%v), want none", n, err)
+	}
+	// Refused before a token is drawn (since migration 00014).
+	var after string
+	if err := fresh.QueryRowContext(ctx, seqState).Scan(&after); err != nil || after != drawn {
+		t.Fatalf("sequence at %q after the refusal (%v), %q before: the refusal drew a token", after, err, drawn)
 	}
 }

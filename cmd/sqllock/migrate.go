@@ -287,11 +287,12 @@ func describeDown(d sqllock.Dialect, plan []*goose.Source) (string, error) {
 	return out, nil
 }
 
-// downStatement and alterStatement are the kinds of statement sqllock's
-// Down sections hold.
+// downStatement, alterStatement and redefineStatement are the kinds of
+// statement sqllock's Down sections hold.
 var (
-	downStatement  = regexp.MustCompile(`(?is)^DROP\s+(TABLE|SEQUENCE|INDEX|FUNCTION)\s+(?:IF\s+EXISTS\s+)?([A-Za-z0-9_.]+)$`)
-	alterStatement = regexp.MustCompile(`(?is)^(?:ALTER\s+TABLE|CREATE\s+INDEX\s+[A-Za-z0-9_]+\s+ON)\s+([A-Za-z0-9_.]+)\s`)
+	downStatement     = regexp.MustCompile(`(?is)^DROP\s+(TABLE|SEQUENCE|INDEX|FUNCTION)\s+(?:IF\s+EXISTS\s+)?([A-Za-z0-9_.]+)$`)
+	alterStatement    = regexp.MustCompile(`(?is)^(?:ALTER\s+TABLE|CREATE\s+INDEX\s+[A-Za-z0-9_]+\s+ON)\s+([A-Za-z0-9_.]+)\s`)
+	redefineStatement = regexp.MustCompile(`(?is)^(?:ALTER\s+(SEQUENCE)|CREATE\s+OR\s+REPLACE\s+(FUNCTION))\s+([A-Za-z0-9_.]+)[\s(]`)
 )
 
 // downObjects reads the Down section of migration file name and returns
@@ -311,7 +312,7 @@ func downObjects(d sqllock.Dialect, name string) (drops, changes []string, err e
 	if !ok {
 		return nil, nil, nil
 	}
-	for _, stmt := range strings.Split(down, ";") {
+	for _, stmt := range splitStatements(down) {
 		var lines []string
 		for _, l := range strings.Split(stmt, "\n") {
 			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "--") {
@@ -330,9 +331,29 @@ func downObjects(d sqllock.Dialect, name string) (drops, changes []string, err e
 			changes = append(changes, "table "+m[1])
 			continue
 		}
+		if m := redefineStatement.FindStringSubmatch(text); m != nil {
+			changes = append(changes, strings.ToLower(m[1]+m[2])+" "+m[3])
+			continue
+		}
 		return nil, nil, fmt.Errorf("migration %s: cannot describe its Down statement %q", name, text)
 	}
 	return drops, changes, nil
+}
+
+// splitStatements splits SQL at semicolons, keeping a goose
+// StatementBegin ... StatementEnd block (a function body) whole.
+func splitStatements(src string) []string {
+	var out []string
+	for {
+		before, block, found := strings.Cut(src, "-- +goose StatementBegin")
+		out = append(out, strings.Split(before, ";")...)
+		if !found {
+			return out
+		}
+		body, rest, _ := strings.Cut(block, "-- +goose StatementEnd")
+		out = append(out, body)
+		src = rest
+	}
 }
 
 // listOf joins items as "a, b and c".

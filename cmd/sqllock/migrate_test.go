@@ -3,6 +3,7 @@ package main
 import (
 	"io/fs"
 	"path"
+	"slices"
 	"testing"
 
 	"github.com/sqllock/sqllock"
@@ -27,5 +28,15 @@ func TestDownDescribed(t *testing.T) {
 				t.Errorf("%s: drops %q, changes %q, %v; want what it drops or changes named", f, drops, changes, err)
 			}
 		}
+	}
+}
+
+// TestDownDescribedBlock: a function body restored in a Down section (a
+// goose StatementBegin block, semicolons inside) is one change.
+func TestDownDescribedBlock(t *testing.T) {
+	drops, changes, err := downObjects(sqllock.Postgres, "00014_inline_token.sql")
+	if err != nil || !slices.Equal(drops, []string{"function sqllock_refuse_token"}) ||
+		!slices.Equal(changes, []string{"function sqllock_next_token", "sequence sqllock_fence_seq"}) {
+		t.Fatalf("drops %q, changes %q, %v", drops, changes, err)
 	}
 }
