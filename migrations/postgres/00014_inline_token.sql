@@ -1,9 +1,9 @@
 -- +goose Up
 -- sqllock_next_token (migration 00011) as one SQL expression, which the
 -- planner inlines into the calling statement: a PL/pgSQL call costs every
--- statement that draws a token about 9 µs more (an advisory lock and its
--- unlock took 108 µs with it, 99 µs inlined, 86 µs with a bare nextval, in
--- one session, alternated call by call). Same token, same refusals:
+-- statement that draws a token 3-4 µs more (an advisory lock, its token
+-- and its unlock took 96-110 µs with it, 93-106 µs inlined, 81-96 µs with
+-- a bare nextval, alternated call by call). Same token, same refusals:
 --
 --   - with sqllock.require_sync_replica on and commits that would not wait
 --     for a synchronous standby, sqllock_refuse_token raises the same
