@@ -30,13 +30,12 @@ WHERE t.expires_at <= now() RETURNING t.token`,
 		`UPDATE sqllock_locks SET hold_count = 0, owner = '', expires_at = now()
 FROM (SELECT set_config('synchronous_commit', 'off', true)) AS sc WHERE lock_key = $1 AND owner = $2 AND token = $3`,
 	},
+	// On MariaDB a free row is taken by an update whose token comes back
+	// as LAST_INSERT_ID (rawMySQLRow inserts the row first).
 	sqllock.MySQL: {
-		`INSERT INTO sqllock_locks (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
-VALUES (?, ?, 'raw', 1, NEXTVAL(sqllock_fence_seq), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 SECOND)
-ON DUPLICATE KEY UPDATE token = IF(expires_at <= UTC_TIMESTAMP(6), NEXTVAL(sqllock_fence_seq), token),
-	owner = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(owner), owner),
-	expires_at = IF(owner = VALUES(owner), VALUES(expires_at), expires_at)
-RETURNING token`,
+		`UPDATE sqllock_locks SET token = LAST_INSERT_ID(NEXTVAL(sqllock_fence_seq)), hold_count = 1,
+	acquired_at = UTC_TIMESTAMP(6), host = 'raw', owner = ?, expires_at = UTC_TIMESTAMP(6) + INTERVAL 30 SECOND
+WHERE lock_key = ? AND expires_at <= UTC_TIMESTAMP(6)`,
 		`UPDATE sqllock_locks SET hold_count = 0, owner = '', expires_at = UTC_TIMESTAMP(6) WHERE lock_key = ? AND owner = ? AND token = ?`,
 	},
 	// SQLite has no sequence: the acquire runs in a transaction with the
@@ -54,6 +53,8 @@ WHERE t.expires_at <= ` + sqliteNow + ` RETURNING token`,
 const (
 	sqliteNow      = `CAST(unixepoch('subsec') * 1000000 AS INTEGER)`
 	rawSQLiteFence = `UPDATE sqllock_fence SET value = MAX(value, ?1) WHERE id = 1`
+	rawMySQLRow    = `INSERT INTO sqllock_locks (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
+VALUES (?, '', 'raw', 0, 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`
 )
 
 // BenchmarkAcquireRelease: uncontended Acquire+Release through tablelock
@@ -100,12 +101,22 @@ func BenchmarkAcquireRelease(b *testing.B) {
 					defer fence.Close()
 				}
 				key, owner := locktest.Key(b), identity.NewOwner()
+				if d == sqllock.MySQL {
+					if _, err := db.ExecContext(ctx, rawMySQLRow, key); err != nil {
+						b.Fatal(err)
+					}
+				}
 				for b.Loop() {
 					var token int64
-					if fence != nil {
+					switch {
+					case fence != nil:
 						token = rawSQLiteAcquire(b, db.DB, acq, fence, key, owner)
-					} else if err := acq.QueryRowContext(ctx, key, owner).Scan(&token); err != nil {
-						b.Fatal(err)
+					case d == sqllock.MySQL:
+						token = rawMySQLAcquire(b, acq, key, owner)
+					default:
+						if err := acq.QueryRowContext(ctx, key, owner).Scan(&token); err != nil {
+							b.Fatal(err)
+						}
 					}
 					if _, err := rel.ExecContext(ctx, key, owner, token); err != nil {
 						b.Fatal(err)
@@ -114,6 +125,22 @@ func BenchmarkAcquireRelease(b *testing.B) {
 			})
 		})
 	}
+}
+
+// rawMySQLAcquire takes key's free row and returns its token.
+func rawMySQLAcquire(b *testing.B, acq *sql.Stmt, key, owner string) int64 {
+	res, err := acq.Exec(owner, key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		b.Fatalf("raw take: %d rows, %v", n, err)
+	}
+	token, err := res.LastInsertId()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return token
 }
 
 // rawSQLiteAcquire takes key and bumps the fence row in one transaction.

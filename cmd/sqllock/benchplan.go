@@ -150,10 +150,11 @@ type rawTablelock struct {
 	db       *sql.DB
 	acq, rel *sql.Stmt
 	fence    *sql.Stmt // SQLite
+	free     *sql.Stmt // MariaDB: the take of a free row, tried first
 }
 
 func newRawTablelock(db *sql.DB, d sqllock.Dialect) (*rawTablelock, error) {
-	var acq, rel, fence string
+	var acq, rel, fence, free string
 	switch d {
 	case sqllock.Postgres:
 		acq = `INSERT INTO sqllock_locks AS t (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
@@ -170,6 +171,11 @@ ON DUPLICATE KEY UPDATE token = IF(expires_at <= UTC_TIMESTAMP(6), NEXTVAL(sqllo
 	owner = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(owner), owner),
 	expires_at = IF(owner = VALUES(owner), VALUES(expires_at), expires_at)
 RETURNING owner, token`
+		// As tablelock: a free row is taken by an update first, its
+		// token brought back as LAST_INSERT_ID.
+		free = `UPDATE sqllock_locks SET token = LAST_INSERT_ID(NEXTVAL(sqllock_fence_seq)), hold_count = 1,
+	acquired_at = UTC_TIMESTAMP(6), host = 'raw', owner = ?, expires_at = UTC_TIMESTAMP(6) + INTERVAL 30 SECOND
+WHERE lock_key = ? AND expires_at <= UTC_TIMESTAMP(6)`
 		rel = `UPDATE sqllock_locks SET hold_count = 0, owner = '', expires_at = UTC_TIMESTAMP(6) WHERE lock_key = ? AND owner = ? AND token = ?`
 	case sqllock.MySQLCommon:
 		// No RETURNING: LAST_INSERT_ID carries the token, 0 when refused.
@@ -200,8 +206,14 @@ WHERE t.expires_at <= ` + now + ` RETURNING token`
 		r.close()
 		return nil, err
 	}
-	if fence != "" {
-		if r.fence, err = db.Prepare(fence); err != nil {
+	for _, p := range []struct {
+		q  string
+		st **sql.Stmt
+	}{{fence, &r.fence}, {free, &r.free}} {
+		if p.q == "" {
+			continue
+		}
+		if *p.st, err = db.Prepare(p.q); err != nil {
 			r.close()
 			return nil, err
 		}
@@ -219,8 +231,18 @@ func (r *rawTablelock) try(ctx context.Context, key, owner string) (int64, bool,
 		}
 		return token, err == nil, err
 	case sqllock.MySQL:
+		res, err := r.free.ExecContext(ctx, owner, key)
+		if err != nil {
+			return 0, false, err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 1 {
+			if err == nil {
+				token, err = res.LastInsertId()
+			}
+			return token, err == nil, err
+		}
 		var got string
-		err := r.acq.QueryRowContext(ctx, key, owner).Scan(&got, &token)
+		err = r.acq.QueryRowContext(ctx, key, owner).Scan(&got, &token)
 		if sqlutil.IsDeadlock(err) {
 			return 0, false, nil
 		}
@@ -260,7 +282,7 @@ func (r *rawTablelock) release(ctx context.Context, key, owner string, token int
 }
 
 func (r *rawTablelock) close() {
-	for _, st := range []*sql.Stmt{r.acq, r.rel, r.fence} {
+	for _, st := range []*sql.Stmt{r.acq, r.rel, r.fence, r.free} {
 		if st != nil {
 			st.Close()
 		}

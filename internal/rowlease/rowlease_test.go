@@ -49,65 +49,88 @@ func TestOpenRefusesBadInput(t *testing.T) {
 // A take wins a free key with a fresh token, one hold more for its owner,
 // and nothing for another owner, who learns the holder and how long it
 // stays. A release with keep leaves the row free of holders but taken
-// until acquired_at + keep; ForceRelease by its token frees it at once.
+// until acquired_at + keep; ForceRelease by its token frees it at once. An
+// expired row goes to the next claimant with a larger token. Each claim
+// runs both ways: expecting the key free (MariaDB then tries a plain
+// update first) or not.
 func TestTakeReleaseKeep(t *testing.T) {
 	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
-		ctx := context.Background()
-		tbl := table(t, db, rowlease.Config{})
-		mine := rowlease.Claim{Key: "k", Owner: "owner-a", Host: "host-a", TTL: time.Minute}
-		a, err := tbl.Take(ctx, mine)
-		if err != nil || !a.Won || a.Token <= 0 || a.Holds != 1 {
-			t.Fatalf("first take = %+v, %v; want won, one hold, a token", a, err)
-		}
-		again, err := tbl.Take(ctx, mine)
-		if err != nil || !again.Won || again.Token != a.Token || again.Holds != 2 {
-			t.Fatalf("take by the holder = %+v, %v; want won, two holds, token %d", again, err, a.Token)
-		}
-		theirs := rowlease.Claim{Key: "k", Owner: "owner-b", Host: "host-b", TTL: time.Minute}
-		r, err := tbl.Take(ctx, theirs)
-		if err != nil || r.Won || r.Host != "host-a" || r.Remaining < 50*time.Second {
-			t.Fatalf("take by another owner = %+v, %v; want refused by host-a for about a minute", r, err)
-		}
-
-		for range 2 {
-			if err := tbl.Release(ctx, "k", "owner-a", a.Token, time.Hour); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := tbl.Release(ctx, "k", "owner-a", a.Token, 0); !errors.Is(err, sqllock.ErrLockLost) {
-			t.Errorf("a third release of two holds = %v, want ErrLockLost", err)
-		}
-		infos, err := tbl.List(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(infos) != 1 || infos[0].Holds != 0 || infos[0].Owner != "" || infos[0].Token != a.Token {
-			t.Fatalf("List after the last release with keep = %+v; want the row kept, no holder", infos)
-		}
-		if kept := infos[0].ExpiresAt.Sub(infos[0].AcquiredAt); kept < 59*time.Minute || kept > 61*time.Minute {
-			t.Errorf("row kept %v after its acquisition, want an hour", kept)
-		}
-		if r, err := tbl.Take(ctx, theirs); err != nil || r.Won {
-			t.Fatalf("take inside the keep = %+v, %v; want refused", r, err)
-		}
-
-		if ok, err := tbl.ForceRelease(ctx, "k", a.Token+1); ok || !errors.Is(err, sqllock.ErrNotHeld) {
-			t.Errorf("ForceRelease naming another token = %v, %v; want ErrNotHeld", ok, err)
-		}
-		if ok, err := tbl.ForceRelease(ctx, "k", a.Token); !ok || err != nil {
-			t.Fatalf("ForceRelease = %v, %v; want freed", ok, err)
-		}
-		next, err := tbl.Take(ctx, theirs)
-		if err != nil || !next.Won || next.Token <= a.Token {
-			t.Fatalf("take after ForceRelease = %+v, %v; want won with a token above %d", next, err, a.Token)
-		}
-		if ok, err := tbl.ReleaseOwner(ctx, "k", "owner-a"); ok || err != nil {
-			t.Errorf("ReleaseOwner by a former holder = %v, %v; want nothing released", ok, err)
-		}
-		if ok, err := tbl.ReleaseOwner(ctx, "k", "owner-b"); !ok || err != nil {
-			t.Errorf("ReleaseOwner by the holder = %v, %v; want released", ok, err)
+		for _, free := range []bool{false, true} {
+			t.Run(fmt.Sprintf("ExpectFree=%v", free), func(t *testing.T) { takeReleaseKeep(t, db, free) })
 		}
 	})
+}
+
+func takeReleaseKeep(t *testing.T, db *testdb.DB, free bool) {
+	ctx := context.Background()
+	tbl := table(t, db, rowlease.Config{})
+	mine := rowlease.Claim{Key: "k", Owner: "owner-a", Host: "host-a", TTL: time.Minute, ExpectFree: free}
+	a, err := tbl.Take(ctx, mine)
+	if err != nil || !a.Won || a.Token <= 0 || a.Holds != 1 {
+		t.Fatalf("first take = %+v, %v; want won, one hold, a token", a, err)
+	}
+	again, err := tbl.Take(ctx, mine)
+	if err != nil || !again.Won || again.Token != a.Token || again.Holds != 2 {
+		t.Fatalf("take by the holder = %+v, %v; want won, two holds, token %d", again, err, a.Token)
+	}
+	theirs := rowlease.Claim{Key: "k", Owner: "owner-b", Host: "host-b", TTL: time.Minute, ExpectFree: free}
+	r, err := tbl.Take(ctx, theirs)
+	if err != nil || r.Won || r.Host != "host-a" || r.Remaining < 50*time.Second {
+		t.Fatalf("take by another owner = %+v, %v; want refused by host-a for about a minute", r, err)
+	}
+
+	for range 2 {
+		if err := tbl.Release(ctx, "k", "owner-a", a.Token, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tbl.Release(ctx, "k", "owner-a", a.Token, 0); !errors.Is(err, sqllock.ErrLockLost) {
+		t.Errorf("a third release of two holds = %v, want ErrLockLost", err)
+	}
+	infos, err := tbl.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 1 || infos[0].Holds != 0 || infos[0].Owner != "" || infos[0].Token != a.Token {
+		t.Fatalf("List after the last release with keep = %+v; want the row kept, no holder", infos)
+	}
+	if kept := infos[0].ExpiresAt.Sub(infos[0].AcquiredAt); kept < 59*time.Minute || kept > 61*time.Minute {
+		t.Errorf("row kept %v after its acquisition, want an hour", kept)
+	}
+	if r, err := tbl.Take(ctx, theirs); err != nil || r.Won {
+		t.Fatalf("take inside the keep = %+v, %v; want refused", r, err)
+	}
+
+	if ok, err := tbl.ForceRelease(ctx, "k", a.Token+1); ok || !errors.Is(err, sqllock.ErrNotHeld) {
+		t.Errorf("ForceRelease naming another token = %v, %v; want ErrNotHeld", ok, err)
+	}
+	if ok, err := tbl.ForceRelease(ctx, "k", a.Token); !ok || err != nil {
+		t.Fatalf("ForceRelease = %v, %v; want freed", ok, err)
+	}
+	next, err := tbl.Take(ctx, theirs)
+	if err != nil || !next.Won || next.Token <= a.Token {
+		t.Fatalf("take after ForceRelease = %+v, %v; want won with a token above %d", next, err, a.Token)
+	}
+	if ok, err := tbl.ReleaseOwner(ctx, "k", "owner-a"); ok || err != nil {
+		t.Errorf("ReleaseOwner by a former holder = %v, %v; want nothing released", ok, err)
+	}
+	if ok, err := tbl.ReleaseOwner(ctx, "k", "owner-b"); !ok || err != nil {
+		t.Errorf("ReleaseOwner by the holder = %v, %v; want released", ok, err)
+	}
+
+	brief := rowlease.Claim{Key: "k", Owner: "owner-c", Host: "host-c", TTL: 50 * time.Millisecond, ExpectFree: free}
+	gone, err := tbl.Take(ctx, brief)
+	if err != nil || !gone.Won || gone.Token <= next.Token {
+		t.Fatalf("take of the freed key = %+v, %v; want won with a token above %d", gone, err, next.Token)
+	}
+	time.Sleep(100 * time.Millisecond)
+	after, err := tbl.Take(ctx, mine)
+	if err != nil || !after.Won || after.Holds != 1 || after.Token <= gone.Token {
+		t.Fatalf("take of the expired key = %+v, %v; want won, one hold, a token above %d", after, err, gone.Token)
+	}
+	if err := tbl.Release(ctx, "k", "owner-c", gone.Token, 0); !errors.Is(err, sqllock.ErrLockLost) {
+		t.Errorf("release by the expired holder = %v, want ErrLockLost", err)
+	}
 }
 
 // A detached take whose caller gives up gives back what it won, and Close

@@ -26,7 +26,7 @@ func newMySQLCommon(n names, cfg Config) store {
 	base := newMySQL(n, cfg).(*mysqlStore)
 	t := n.table
 	const now = `UTC_TIMESTAMP(6)`
-	base.q.take = "" // MariaDB's, replaced by take1
+	base.q.take, base.q.takeFree = "", "" // MariaDB's, replaced by take1
 	// No gates on this path: on a Galera node named locks are the node's
 	// alone, and MySQL 8's named-lock waits are not measured here.
 	base.gates = gateSQL{}
