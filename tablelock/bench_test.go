@@ -21,17 +21,15 @@ import (
 // rawStatements are the statements tablelock runs for an uncontended
 // Acquire+Release, written out by hand: the floor to compare against.
 var rawStatements = map[sqllock.Dialect][2]string{
+	// A free row is taken by an update (rawRow inserts the row first).
 	sqllock.Postgres: {
-		`INSERT INTO sqllock_locks AS t (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
-VALUES ($1, $2, 'raw', 1, nextval('sqllock_fence_seq'), now(), now() + interval '30 seconds')
-ON CONFLICT (lock_key) DO UPDATE SET token = nextval('sqllock_fence_seq'), hold_count = 1, owner = EXCLUDED.owner,
-	acquired_at = now(), expires_at = EXCLUDED.expires_at
-WHERE t.expires_at <= now() RETURNING t.token`,
+		`UPDATE sqllock_locks SET token = nextval('sqllock_fence_seq'), hold_count = 1, owner = $2, host = 'raw',
+	acquired_at = now(), expires_at = now() + interval '30 seconds'
+WHERE lock_key = $1 AND expires_at <= now() RETURNING token`,
 		`UPDATE sqllock_locks SET hold_count = 0, owner = '', expires_at = now()
 FROM (SELECT set_config('synchronous_commit', 'off', true)) AS sc WHERE lock_key = $1 AND owner = $2 AND token = $3`,
 	},
-	// On MariaDB a free row is taken by an update whose token comes back
-	// as LAST_INSERT_ID (rawMySQLRow inserts the row first).
+	// On MariaDB its token comes back as LAST_INSERT_ID.
 	sqllock.MySQL: {
 		`UPDATE sqllock_locks SET token = LAST_INSERT_ID(NEXTVAL(sqllock_fence_seq)), hold_count = 1,
 	acquired_at = UTC_TIMESTAMP(6), host = 'raw', owner = ?, expires_at = UTC_TIMESTAMP(6) + INTERVAL 30 SECOND
@@ -53,9 +51,15 @@ WHERE t.expires_at <= ` + sqliteNow + ` RETURNING token`,
 const (
 	sqliteNow      = `CAST(unixepoch('subsec') * 1000000 AS INTEGER)`
 	rawSQLiteFence = `UPDATE sqllock_fence SET value = MAX(value, ?1) WHERE id = 1`
-	rawMySQLRow    = `INSERT INTO sqllock_locks (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
-VALUES (?, '', 'raw', 0, 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`
 )
+
+// rawRow is the free row the raw take updates, where it updates.
+var rawRow = map[sqllock.Dialect]string{
+	sqllock.Postgres: `INSERT INTO sqllock_locks (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
+VALUES ($1, '', 'raw', 0, 0, now(), now())`,
+	sqllock.MySQL: `INSERT INTO sqllock_locks (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
+VALUES (?, '', 'raw', 0, 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`,
+}
 
 // BenchmarkAcquireRelease: uncontended Acquire+Release through tablelock
 // beside the same two statements run by hand (prepared once, as a careful
@@ -101,8 +105,8 @@ func BenchmarkAcquireRelease(b *testing.B) {
 					defer fence.Close()
 				}
 				key, owner := locktest.Key(b), identity.NewOwner()
-				if d == sqllock.MySQL {
-					if _, err := db.ExecContext(ctx, rawMySQLRow, key); err != nil {
+				if q, ok := rawRow[d]; ok {
+					if _, err := db.ExecContext(ctx, q, key); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -150,7 +150,7 @@ type rawTablelock struct {
 	db       *sql.DB
 	acq, rel *sql.Stmt
 	fence    *sql.Stmt // SQLite
-	free     *sql.Stmt // MariaDB: the take of a free row, tried first
+	free     *sql.Stmt // the take of a free row, tried first (PostgreSQL, MariaDB)
 }
 
 func newRawTablelock(db *sql.DB, d sqllock.Dialect) (*rawTablelock, error) {
@@ -162,6 +162,10 @@ VALUES ($1, $2, 'raw', 1, nextval('sqllock_fence_seq'), now(), now() + interval 
 ON CONFLICT (lock_key) DO UPDATE SET token = nextval('sqllock_fence_seq'), hold_count = 1, owner = EXCLUDED.owner,
 	acquired_at = now(), expires_at = EXCLUDED.expires_at
 WHERE t.expires_at <= now() RETURNING t.token`
+		// As tablelock: a free row is taken by an update first.
+		free = `UPDATE sqllock_locks SET token = nextval('sqllock_fence_seq'), hold_count = 1, owner = $2, host = 'raw',
+	acquired_at = now(), expires_at = now() + interval '30 seconds'
+WHERE lock_key = $1 AND expires_at <= now() RETURNING token`
 		rel = `UPDATE sqllock_locks SET hold_count = 0, owner = '', expires_at = now()
 FROM (SELECT set_config('synchronous_commit', 'off', true)) AS sc WHERE lock_key = $1 AND owner = $2 AND token = $3`
 	case sqllock.MySQL:
@@ -225,7 +229,11 @@ func (r *rawTablelock) try(ctx context.Context, key, owner string) (int64, bool,
 	var token int64
 	switch r.d {
 	case sqllock.Postgres:
-		err := r.acq.QueryRowContext(ctx, key, owner).Scan(&token)
+		err := r.free.QueryRowContext(ctx, key, owner).Scan(&token)
+		if !errors.Is(err, sql.ErrNoRows) {
+			return token, err == nil, err
+		}
+		err = r.acq.QueryRowContext(ctx, key, owner).Scan(&token)
 		if errors.Is(err, sql.ErrNoRows) {
 			return 0, false, nil
 		}

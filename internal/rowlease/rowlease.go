@@ -147,7 +147,8 @@ type Claim struct {
 	// ExpectFree: the caller expects the key to be free (a first try, or
 	// one woken by a release), so a dialect that reads before it writes
 	// to keep pollers off its write lock (SQLite) goes straight to the
-	// write.
+	// write, and one with a cheaper take of a free row tries it first on
+	// a quiet key (MariaDB, PostgreSQL: seenRows).
 	ExpectFree bool
 	// Fresh: Owner is new to this claim, so nobody else holds a row under
 	// it, and a take whose outcome is unknown (cut off in flight) can be

@@ -51,8 +51,8 @@ func TestOpenRefusesBadInput(t *testing.T) {
 // stays. A release with keep leaves the row free of holders but taken
 // until acquired_at + keep; ForceRelease by its token frees it at once. An
 // expired row goes to the next claimant with a larger token. Each claim
-// runs both ways: expecting the key free (MariaDB then tries a plain
-// update first) or not.
+// runs both ways: expecting the key free (MariaDB and PostgreSQL then try
+// a plain update first on a quiet key) or not.
 func TestTakeReleaseKeep(t *testing.T) {
 	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
 		for _, free := range []bool{false, true} {
@@ -118,17 +118,30 @@ func takeReleaseKeep(t *testing.T, db *testdb.DB, free bool) {
 		t.Errorf("ReleaseOwner by the holder = %v, %v; want released", ok, err)
 	}
 
-	brief := rowlease.Claim{Key: "k", Owner: "owner-c", Host: "host-c", TTL: 50 * time.Millisecond, ExpectFree: free}
+	// Key q is never refused: a claim expecting it free runs the plain
+	// update where the store has one (MariaDB, PostgreSQL).
+	quiet := rowlease.Claim{Key: "q", Owner: "owner-a", Host: "host-a", TTL: time.Minute, ExpectFree: free}
+	q1, err := tbl.Take(ctx, quiet)
+	if err != nil || !q1.Won {
+		t.Fatalf("take of q = %+v, %v", q1, err)
+	}
+	if err := tbl.Release(ctx, "q", "owner-a", q1.Token, 0); err != nil {
+		t.Fatal(err)
+	}
+	brief := rowlease.Claim{Key: "q", Owner: "owner-c", Host: "host-c", TTL: 50 * time.Millisecond, ExpectFree: free}
 	gone, err := tbl.Take(ctx, brief)
-	if err != nil || !gone.Won || gone.Token <= next.Token {
-		t.Fatalf("take of the freed key = %+v, %v; want won with a token above %d", gone, err, next.Token)
+	if err != nil || !gone.Won || gone.Holds != 1 || gone.Token <= q1.Token {
+		t.Fatalf("take of the freed key = %+v, %v; want won, one hold, a token above %d", gone, err, q1.Token)
 	}
 	time.Sleep(100 * time.Millisecond)
-	after, err := tbl.Take(ctx, mine)
+	after, err := tbl.Take(ctx, quiet)
 	if err != nil || !after.Won || after.Holds != 1 || after.Token <= gone.Token {
 		t.Fatalf("take of the expired key = %+v, %v; want won, one hold, a token above %d", after, err, gone.Token)
 	}
-	if err := tbl.Release(ctx, "k", "owner-c", gone.Token, 0); !errors.Is(err, sqllock.ErrLockLost) {
+	if again, err := tbl.Take(ctx, quiet); err != nil || !again.Won || again.Holds != 2 || again.Token != after.Token {
+		t.Fatalf("take of q by its holder = %+v, %v; want won, two holds, token %d", again, err, after.Token)
+	}
+	if err := tbl.Release(ctx, "q", "owner-c", gone.Token, 0); !errors.Is(err, sqllock.ErrLockLost) {
 		t.Errorf("release by the expired holder = %v, want ErrLockLost", err)
 	}
 }
@@ -183,4 +196,71 @@ func TestLive(t *testing.T) {
 			t.Fatalf("Live = %v, want [b]", live)
 		}
 	})
+}
+
+// On PostgreSQL a take of a free row by the plain update (a claim that
+// expects the key free, on a row its Table has seen) clears the row's mark
+// and takes the claimant out of the queue of waiters, as the upsert does:
+// left there, a later release would call a Table that no longer waits, or
+// announce the key to every listener.
+func TestFreeTakeLeavesQueue(t *testing.T) {
+	db := testdb.Open(t, sqllock.Postgres)
+	ctx := context.Background()
+	cfg := rowlease.Config{Notify: true, Table: fmt.Sprintf("rl_test_%x", rand.Uint64())}
+	if err := rowlease.CreateTable(ctx, db.DB, db.Dialect, cfg.Table); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Exec("DROP TABLE " + cfg.Table) })
+	open := func() *rowlease.Table {
+		tbl, err := rowlease.Open(db.DB, db.Dialect, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tbl.Close() })
+		return tbl
+	}
+	holder, first, second, poller := open(), open(), open(), open()
+	claim := func(owner string, listening, free bool) rowlease.Claim {
+		return rowlease.Claim{Key: "k", Owner: owner, Host: "h", TTL: time.Minute, Listening: listening, ExpectFree: free}
+	}
+	a, err := holder.Take(ctx, claim("holder", false, false))
+	if err != nil || !a.Won {
+		t.Fatalf("first take = %+v, %v", a, err)
+	}
+	for _, w := range []struct {
+		tbl       *rowlease.Table
+		owner     string
+		listening bool
+	}{{first, "first", true}, {second, "second", true}, {poller, "poller", false}} {
+		if r, err := w.tbl.Take(ctx, claim(w.owner, w.listening, false)); err != nil || r.Won {
+			t.Fatalf("take by %s of a held key = %+v, %v; want refused", w.owner, r, err)
+		}
+	}
+	state := func() (wanted bool, queued int) {
+		t.Helper()
+		err := db.QueryRow("SELECT wanted, cardinality(waiters) FROM "+cfg.Table+" WHERE lock_key = 'k'").Scan(&wanted, &queued)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return wanted, queued
+	}
+	if wanted, queued := state(); !wanted || queued != 2 {
+		t.Fatalf("after the refusals: wanted %v, %d queued; want marked, two queued", wanted, queued)
+	}
+	if err := holder.Release(ctx, "k", "holder", a.Token, 0); err != nil {
+		t.Fatal(err)
+	}
+	if wanted, queued := state(); !wanted || queued != 1 {
+		t.Fatalf("after the release: wanted %v, %d queued; want marked, the second still queued", wanted, queued)
+	}
+	// The second Table was refused a moment ago: only after a quiet second
+	// does it try the plain update.
+	time.Sleep(1100 * time.Millisecond)
+	won, err := second.Take(ctx, claim("second", true, true))
+	if err != nil || !won.Won || won.Token <= a.Token {
+		t.Fatalf("take of the freed key by the second waiter = %+v, %v; want won with a token above %d", won, err, a.Token)
+	}
+	if wanted, queued := state(); wanted || queued != 0 {
+		t.Errorf("after the second waiter took the key: wanted %v, %d queued; want neither", wanted, queued)
+	}
 }

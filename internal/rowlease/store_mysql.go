@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sqllock/sqllock"
@@ -21,47 +20,6 @@ type mysqlStore struct {
 	table string  // the table's name as configured, for gate names
 	gates gateSQL // empty where the server's named locks do not serve (the MySQL path)
 	rows  seenRows
-}
-
-// seenRows remembers the keys whose row this store's takes found lately,
-// so that only those try the plain update first: the row of a key taken
-// for the first time, or deleted by the reaper since, is absent, and the
-// update would cost a round trip for nothing.
-type seenRows struct {
-	mu sync.Mutex
-	at map[string]time.Time
-}
-
-const (
-	seenFor  = time.Minute // the reaper deletes a row only once expired for its grace (5 s by default)
-	seenKeys = 4096
-)
-
-func (r *seenRows) saw(key string) {
-	now := time.Now()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.at) >= seenKeys {
-		for k, t := range r.at {
-			if now.Sub(t) > seenFor {
-				delete(r.at, k)
-			}
-		}
-		if len(r.at) > seenKeys/2 { // too many live keys to sweep again soon
-			r.at = nil
-		}
-	}
-	if r.at == nil {
-		r.at = make(map[string]time.Time)
-	}
-	r.at[key] = now
-}
-
-func (r *seenRows) recent(key string) bool {
-	r.mu.Lock()
-	t, ok := r.at[key]
-	r.mu.Unlock()
-	return ok && time.Since(t) <= seenFor
 }
 
 func newMySQL(n names, cfg Config) store {
@@ -101,8 +59,8 @@ RETURNING owner, token, hold_count, host, TIMESTAMPDIFF(MICROSECOND, ` + now + `
 	// A give-back of a take cut off in flight relies on that
 	// (Table.TakeDetached).
 	pk := t + ` FORCE INDEX (PRIMARY)`
-	// A claim that expects the key free, on a key whose row this store saw
-	// lately, tries a plain UPDATE of a free row first: the server runs it
+	// A claim that expects the key free, on a quiet key whose row this
+	// store saw lately (seenRows), tries a plain UPDATE of a free row first: the server runs it
 	// for less than the upsert (README, "Performance under concurrency"), and
 	// LAST_INSERT_ID(expr) brings the token back in the reply, with no
 	// result set. NEXTVAL in SET runs under the row lock, as in the upsert.
@@ -160,7 +118,7 @@ FROM ` + t + ` WHERE expires_at > ` + now + ` ORDER BY lock_key`
 
 func (s *mysqlStore) take(ctx context.Context, h handle, c Claim) (Attempt, error) {
 	var a Attempt
-	if c.ExpectFree && s.rows.recent(c.Key) {
+	if c.ExpectFree && s.rows.quiet(c.Key) {
 		won, token, err := s.takeFree(ctx, h, c)
 		if err != nil || won {
 			return Attempt{Won: won, Token: token, Holds: 1}, err
@@ -169,12 +127,12 @@ func (s *mysqlStore) take(ctx context.Context, h handle, c Claim) (Attempt, erro
 	var owner string
 	var left, held int64
 	err := h.queryRow(ctx, s.q.take, []any{c.Key, c.Owner, c.Host, micros(c.TTL)}, &owner, &a.Token, &a.Holds, &a.Host, &left, &held)
-	if err == nil {
-		s.rows.saw(c.Key)
-	}
 	// The row as the upsert left it: ours if it names us (owners are
 	// varbinary, compared byte for byte here as there).
 	a.Won = owner == c.Owner
+	if err == nil {
+		s.rows.saw(c.Key, !a.Won)
+	}
 	a.Remaining = remaining(left)
 	if !a.Won {
 		a.HeldFor = remaining(held)
@@ -198,7 +156,7 @@ func (s *mysqlStore) takeFree(ctx context.Context, h handle, c Claim) (bool, int
 	if err != nil {
 		return false, 0, err
 	}
-	s.rows.saw(c.Key)
+	s.rows.saw(c.Key, false)
 	return true, token, nil
 }
 

@@ -21,10 +21,11 @@ func init() { register(sqllock.Postgres, newPostgres) }
 // channel in the statements that free a key.
 type postgresStore struct {
 	statements
-	q        struct{ take, renew, release, releaseOwner, forceRelease, audit, reap string }
+	q        struct{ take, takeFree, renew, release, releaseOwner, forceRelease, audit, reap string }
 	channel  string // NOTIFY of a freed key to every listener
 	call     string // with a Locker's id, the channel that calls it (sqlutil.CallChannel)
 	announce bool   // Config.Notify
+	rows     seenRows
 }
 
 // maxQueued bounds a row's waiters: a Locker refused when the queue is
@@ -126,6 +127,22 @@ UNION ALL
 SELECT false, token, hold_count, host, (extract(epoch FROM expires_at - now()) * 1000000)::bigint
 FROM ` + t + ` WHERE lock_key = $1 AND NOT EXISTS (SELECT 1 FROM got)`
 	}
+	// A claim that expects the key free, on a quiet key whose row this
+	// store saw lately (seenRows), tries a plain UPDATE of a free row first: it costs the
+	// server less than the upsert (no proposed row, so one token drawn,
+	// not two; no probe of the queue). PostgreSQL draws the token again,
+	// under the row lock, when a concurrent update made it recheck the
+	// row. A new holder clears the mark and leaves the queue, as in the
+	// upsert. A row that is absent, held, or already the claimant's is
+	// left to the upsert, which queues a refused claimant: no wake-up is
+	// lost.
+	free := `token = ` + sqlutil.PostgresToken + `, hold_count = 1, acquired_at = now(),
+	expires_at = now() + $4 * interval '1 microsecond', owner = $2, host = $3`
+	if s.announce {
+		free += `, wanted = false, waiters = array_remove(waiters, $5::text)`
+	}
+	s.q.takeFree = `UPDATE ` + t + ` SET ` + free + from + `
+WHERE lock_key = $1 AND expires_at <= now() RETURNING token`
 	s.q.renew = `UPDATE ` + t + ` SET expires_at = GREATEST(expires_at, now() + $4 * interval '1 microsecond')` + from + `
 WHERE lock_key = $1 AND owner = $2 AND token = $3 AND expires_at > now()`
 	// A release that keeps nothing ($4 = 0) commits without waiting for
@@ -250,10 +267,24 @@ func (s *postgresStore) take(ctx context.Context, h handle, c Claim) (Attempt, e
 	if s.announce {
 		args = append(args, c.caller)
 	}
+	if c.ExpectFree && s.rows.quiet(c.Key) {
+		err := h.queryRow(ctx, s.q.takeFree, args, &a.Token)
+		if err == nil {
+			s.rows.saw(c.Key, false)
+			return Attempt{Won: true, Token: a.Token, Holds: 1}, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return Attempt{Remaining: -1}, err
+		}
+	}
 	err := h.queryRow(ctx, s.q.take, args, &a.Won, &a.Token, &a.Holds, &a.Host, &left)
 	if errors.Is(err, sql.ErrNoRows) {
 		// The holder's row is newer than this statement's snapshot.
+		s.rows.saw(c.Key, true)
 		return Attempt{Remaining: -1}, nil
+	}
+	if err == nil {
+		s.rows.saw(c.Key, !a.Won)
 	}
 	a.Remaining = remaining(left)
 	return a, err
