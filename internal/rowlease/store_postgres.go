@@ -21,7 +21,7 @@ func init() { register(sqllock.Postgres, newPostgres) }
 // channel in the statements that free a key.
 type postgresStore struct {
 	statements
-	q        struct{ take, takeFree, renew, release, releaseOwner, forceRelease, audit, reap string }
+	q        struct{ take, takeFree, renew, release, releaseQuiet, releaseOwner, forceRelease, audit, reap string }
 	channel  string // NOTIFY of a freed key to every listener
 	call     string // with a Locker's id, the channel that calls it (sqlutil.CallChannel)
 	announce bool   // Config.Notify
@@ -155,10 +155,20 @@ WHERE lock_key = $1 AND owner = $2 AND token = $3 AND expires_at > now()`
 	if cfg.AsyncCommit {
 		releaseFrom = from
 	}
-	s.q.release = s.announced(`UPDATE `+t+` SET hold_count = hold_count - 1,
+	release := `UPDATE ` + t + ` SET hold_count = hold_count - 1,
 		owner      = CASE WHEN hold_count > 1 THEN owner ELSE '' END,
-		expires_at = CASE WHEN hold_count > 1 THEN expires_at ELSE GREATEST(acquired_at + $4 * interval '1 microsecond', now()) END`+s.pop("hold_count <= 1")+releaseFrom+`
-	WHERE lock_key = $1 AND owner = $2 AND token = $3 AND expires_at > now()`, 5)
+		expires_at = CASE WHEN hold_count > 1 THEN expires_at ELSE GREATEST(acquired_at + $4 * interval '1 microsecond', now()) END`
+	held := `
+	WHERE lock_key = $1 AND owner = $2 AND token = $3 AND expires_at > now()`
+	s.q.release = s.announced(release+s.pop("hold_count <= 1")+releaseFrom+held, 5)
+	// On a quiet key the release first runs without the queue and the
+	// calls, and only where nobody waits: the row is neither marked nor
+	// has anyone queued, read under its row lock (PostgreSQL rechecks the
+	// WHERE on the row as the last update left it). A waiter that queued
+	// before is seen, and the announced release runs after this one
+	// changed nothing; one that tries after finds the key free.
+	s.q.releaseQuiet = release + `,
+		called     = CASE WHEN hold_count <= 1 THEN '' ELSE called END` + releaseFrom + held + ` AND NOT wanted AND cardinality(waiters) = 0`
 	s.q.releaseOwner = s.announced(`UPDATE `+t+` SET hold_count = hold_count - 1,
 		owner      = CASE WHEN hold_count > 1 THEN owner ELSE '' END,
 		expires_at = CASE WHEN hold_count > 1 THEN expires_at ELSE now() END`+s.pop("hold_count <= 1")+`
@@ -295,6 +305,12 @@ func (s *postgresStore) renew(ctx context.Context, h handle, key, owner string, 
 }
 
 func (s *postgresStore) release(ctx context.Context, h handle, key, owner string, token int64, keep time.Duration) (int64, error) {
+	if s.announce && s.rows.quiet(key) {
+		n, err := h.exec(ctx, s.q.releaseQuiet, key, owner, token, micros(keep))
+		if err != nil || n > 0 {
+			return n, err
+		}
+	}
 	return s.changed(ctx, h, s.q.release, key, owner, token, micros(keep))
 }
 
