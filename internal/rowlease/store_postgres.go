@@ -128,14 +128,14 @@ SELECT false, token, hold_count, host, (extract(epoch FROM expires_at - now()) *
 FROM ` + t + ` WHERE lock_key = $1 AND NOT EXISTS (SELECT 1 FROM got)`
 	}
 	// A claim that expects the key free, on a quiet key whose row this
-	// store saw lately (seenRows), tries a plain UPDATE of a free row first: it costs the
-	// server less than the upsert (no proposed row, so one token drawn,
-	// not two; no probe of the queue). PostgreSQL draws the token again,
-	// under the row lock, when a concurrent update made it recheck the
-	// row. A new holder clears the mark and leaves the queue, as in the
-	// upsert. A row that is absent, held, or already the claimant's is
-	// left to the upsert, which queues a refused claimant: no wake-up is
-	// lost.
+	// store saw lately (seenRows), tries a plain UPDATE of a free row
+	// first: it costs the server less than the upsert (no proposed row,
+	// so one token drawn, not two; no probe of the queue). PostgreSQL
+	// draws the token again, under the row lock, when a concurrent update
+	// made it recheck the row. A new holder clears the mark and leaves the
+	// queue, as in the upsert. A row that is absent, held, or already the
+	// claimant's is left to the upsert, which queues a refused claimant:
+	// no wake-up is lost.
 	free := `token = ` + sqlutil.PostgresToken + `, hold_count = 1, acquired_at = now(),
 	expires_at = now() + $4 * interval '1 microsecond', owner = $2, host = $3`
 	if s.announce {
