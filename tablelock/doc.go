@@ -138,6 +138,17 @@
 //     a poll reads before it writes, so pollers do not queue for the single
 //     write lock ahead of the holder's renewals and release.
 //
+// Fair order ([WithFairness], PostgreSQL only): a key freed by a release
+// that called a queued Locker is promised to that Locker. Until it takes
+// the key, or for 50ms after the release on the database clock, every
+// other claim is refused, the releaser's own included, and a refused
+// waiting Locker queues. So waiting Lockers are served in the order they
+// queued in the row, which across processes is the order in which their
+// first refused claims reached it, and the waiters of one Locker in their
+// arrival order. A Locker that does not take its turn within 50ms (gone,
+// paused) loses it, and the two queued next look by themselves: a gone
+// Locker costs the key 50ms. A TryAcquire refused by a promise says so.
+//
 // An Acquire whose context ends while its statement is in flight returns
 // at once with an error matching both [sqllock.ErrNotAcquired] and the
 // context's error. Its statement runs on under its own timeout, since a

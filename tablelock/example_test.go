@@ -162,3 +162,33 @@ func ExampleLocker_ForceRelease() {
 	// force-release accounts/42: freed owner billing-worker-7, token 1: INC-7: worker hung
 	// the holder finds out: true
 }
+
+// Workers in several processes take turns on one queue in the order they
+// asked for it: a worker that finishes a batch and asks again at once goes
+// to the back of the line instead of taking the key straight back.
+// PostgreSQL only, through the pgx stdlib driver (its calls use LISTEN);
+// every Locker on the table turns it on. Not run: it needs a server.
+func ExampleWithFairness() {
+	db, err := sql.Open("pgx", os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	locker, err := tablelock.New(db, sqllock.Postgres, tablelock.WithFairness(true))
+	if err != nil {
+		log.Fatal(err) // ErrUnsupported on MariaDB and SQLite
+	}
+	defer locker.Close()
+	ctx := context.Background()
+	for {
+		err := sqllock.Do(ctx, locker, "queues/invoices", func(ctx context.Context) error {
+			return processBatch(ctx)
+		})
+		if err != nil {
+			log.Fatal(err)
+		}
+	}
+}
+
+// processBatch stands for the work done under the lock.
+func processBatch(context.Context) error { return nil }

@@ -78,6 +78,7 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
 		Table:       cfg.table,
 		Notify:      true, // waiters elsewhere listen whether or not this Locker does
 		AsyncCommit: cfg.asyncCommit,
+		Fair:        cfg.fair,
 		Unprepared:  cfg.pooler,
 		Freed:       func(key string) { waiters.Signal(key) },
 	})
@@ -144,6 +145,10 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ sqllock.
 			defer l.ln.Unsubscribe()
 		} else if cerr := ctxend.Err(ctx); cerr != nil {
 			return nil, notAcquired(key, cerr)
+		} else if l.cfg.fair && errors.Is(err, rowlease.ErrCannotListen) {
+			// A waiter that is never called would wait for every
+			// promise to run out: no fair order.
+			return nil, fmt.Errorf("tablelock: acquire %q: %w: WithFairness needs LISTEN, which the driver behind the *sql.DB cannot do (use the pgx stdlib driver)", key, sqllock.ErrUnsupported)
 		}
 	}
 	last := rowlease.Attempt{Remaining: -1}
@@ -264,6 +269,8 @@ func notAcquired(key string, cause error) error {
 // holder when the try saw it.
 func refused(key string, a rowlease.Attempt) error {
 	switch {
+	case a.Promised:
+		return fmt.Errorf("tablelock: acquire %q: %w: free, but promised to the waiter queued first (WithFairness) for %v more", key, sqllock.ErrNotAcquired, a.Remaining.Round(time.Millisecond))
 	case a.Host == "":
 		return fmt.Errorf("tablelock: acquire %q: %w", key, sqllock.ErrNotAcquired)
 	case a.Remaining >= 0:

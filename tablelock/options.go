@@ -36,6 +36,7 @@ type config struct {
 	notifyOn    bool // WithNotify(true) was given
 	pooler      bool
 	asyncCommit bool
+	fair        bool
 	logger      *slog.Logger
 	tel         telemetry.Options
 }
@@ -148,6 +149,30 @@ func WithTransactionPooler() Option {
 	}
 }
 
+// WithFairness serves the waiters of a key across processes in the order
+// they queued (default off; PostgreSQL only). A release hands the key to
+// the Locker queued first (see Waiting in the package doc), and until that
+// Locker takes it, or 50ms have passed since the release, everyone else is
+// refused, the releaser included: no one cuts in line. A Locker that does
+// not take its turn in time (crashed, paused, its Acquire given up) loses
+// it; after the 50ms the Lockers queued next look, and the first to come
+// takes the key. Within one Locker its waiters queue in arrival order as
+// always.
+//
+// The price, on a hot key: the releaser can no longer take the key back at
+// once, so every turn is a handoff to another process, and a waiter looks
+// again, with a read, when a promise it was refused by runs out. Every
+// Locker on the table must use it: one without it cuts in. It needs the
+// calls of [WithNotify] (so the pgx stdlib driver) and conflicts with
+// [WithTransactionPooler]; New refuses it on MySQL, MariaDB and SQLite,
+// whose lock tables keep no queue of waiters.
+func WithFairness(on bool) Option {
+	return func(c *config) error {
+		c.fair = on
+		return nil
+	}
+}
+
 // WithAsyncCommit makes the lock's own statements commit without waiting for
 // the PostgreSQL WAL flush (synchronous_commit = off for those statements
 // only), roughly tripling the rate on one connection. Releases already do
@@ -181,6 +206,12 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 func (c *config) finish() error {
+	if c.fair && c.pooler {
+		return fmt.Errorf("%w: WithFairness with WithTransactionPooler: the next waiter is called by LISTEN, which does not reach a client through a transaction pooler", sqllock.ErrInvalidOption)
+	}
+	if c.fair && !c.notify {
+		return fmt.Errorf("%w: WithFairness with WithNotify(false): the next waiter is called by LISTEN, which WithNotify(false) turns off", sqllock.ErrInvalidOption)
+	}
 	if c.pooler {
 		if c.notifyOn {
 			return fmt.Errorf("%w: WithNotify(true) with WithTransactionPooler: LISTEN does not reach a client through a transaction pooler", sqllock.ErrInvalidOption)

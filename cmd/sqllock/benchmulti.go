@@ -51,13 +51,19 @@ type multiResult struct {
 	ManyRatio  float64   `json:"distinct_n_clients_ratio"`
 	HotRatio   float64   `json:"hot_key_ratio"`
 	IdleWindow float64   `json:"idle_window_s"`
+	// Fair is the hot key again with tablelock.WithFairness, where the
+	// dialect has it; only its hot-key fields are set.
+	Fair      *multiSide `json:"fair,omitempty"`
+	FairRatio float64    `json:"fair_hot_key_ratio,omitempty"`
 }
 
 // multiPlan opens the clients of both sides on a pool of their own.
 type multiPlan struct {
 	lib, raw func(ctx context.Context, db *sql.DB) (contender, error)
-	rawSQL   string
-	close    func()
+	// fair, when set, is the lib side in fair order, for the hot key.
+	fair   func(ctx context.Context, db *sql.DB) (contender, error)
+	rawSQL string
+	close  func()
 }
 
 // rawPollEvery is how often a raw lock-table waiter tries again.
@@ -71,9 +77,16 @@ func multiPlanFor(ctx context.Context, db *sql.DB, d sqllock.Dialect, name strin
 		if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS sqllock_bench_raw (lock_key varchar(255) NOT NULL PRIMARY KEY)`); err != nil {
 			return nil, fmt.Errorf("creating the raw lock table: %v", err)
 		}
+		var fair func(context.Context, *sql.DB) (contender, error)
+		if d == sqllock.Postgres {
+			fair = func(_ context.Context, db *sql.DB) (contender, error) {
+				return newLockerClient(db, d, newFairTablelock)
+			}
+		}
 		return &multiPlan{
 			lib:    func(_ context.Context, db *sql.DB) (contender, error) { return newLockerClient(db, d, newTablelock) },
 			raw:    func(ctx context.Context, db *sql.DB) (contender, error) { return openRawTable(ctx, db, d) },
+			fair:   fair,
 			rawSQL: "a bare lock table: " + rawTableSQL(d).take + " / DELETE, waiters polling every " + rawPollEvery.String(),
 			close: func() {
 				ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
@@ -275,26 +288,19 @@ func benchMulti(ctx context.Context, t target, db *sql.DB, name string, cfg benc
 	}
 	// Last: a raw waiter cut off by the end of the run loses its pinned session.
 	for i, s := range sides {
-		cs := contenders(pools[i])
-		k := benchKey("multi-hot-" + s.name)
-		turns, el, err := hotKey(ctx, len(cs), cfg.duration, func(ctx context.Context, c int) error {
-			if err := cs[c].acquire(ctx, k); err != nil {
-				return err
-			}
-			return cs[c].release(ctx)
-		})
+		if err := multiHot(ctx, contenders(pools[i]), "multi-hot-"+s.name, cfg.duration, s.out); err != nil {
+			return nil, err
+		}
+	}
+	if plan.fair != nil {
+		fair, err := openPools(ctx, t, cfg.clients, plan.fair)
+		defer closePools(fair)
 		if err != nil {
 			return nil, err
 		}
-		s.out.HotPerSec, s.out.HotServed, _ = hotStats(turns, el)
-		total := sum(turns)
-		for _, n := range turns {
-			share := 0.0
-			if total > 0 {
-				share = float64(n) / float64(total)
-			}
-			s.out.HotShares = append(s.out.HotShares, share)
-			s.out.HotBusiest = max(s.out.HotBusiest, share)
+		res.Fair = &multiSide{}
+		if err := multiHot(ctx, contenders(fair), "multi-hot-fair", cfg.duration, res.Fair); err != nil {
+			return nil, err
 		}
 	}
 	ratio := func(a, b float64) float64 {
@@ -306,7 +312,36 @@ func benchMulti(ctx context.Context, t target, db *sql.DB, name string, cfg benc
 	res.OneRatio = ratio(res.Lib.OnePerSec, res.Raw.OnePerSec)
 	res.ManyRatio = ratio(res.Lib.ManyPerSec, res.Raw.ManyPerSec)
 	res.HotRatio = ratio(res.Lib.HotPerSec, res.Raw.HotPerSec)
+	if res.Fair != nil {
+		res.FairRatio = ratio(res.Fair.HotPerSec, res.Raw.HotPerSec)
+	}
 	return res, nil
+}
+
+// multiHot runs the clients cs on one key for d and records the rate and
+// each client's share in out.
+func multiHot(ctx context.Context, cs []contender, name string, d time.Duration, out *multiSide) error {
+	k := benchKey(name)
+	turns, el, err := hotKey(ctx, len(cs), d, func(ctx context.Context, c int) error {
+		if err := cs[c].acquire(ctx, k); err != nil {
+			return err
+		}
+		return cs[c].release(ctx)
+	})
+	if err != nil {
+		return err
+	}
+	out.HotPerSec, out.HotServed, _ = hotStats(turns, el)
+	total := sum(turns)
+	for _, n := range turns {
+		share := 0.0
+		if total > 0 {
+			share = float64(n) / float64(total)
+		}
+		out.HotShares = append(out.HotShares, share)
+		out.HotBusiest = max(out.HotBusiest, share)
+	}
+	return nil
 }
 
 // distinctKeys runs every client on a key of its own for d and returns
@@ -520,6 +555,11 @@ func printMulti(w io.Writer, r *multiResult) {
 	}
 	if r.IdleWindow > 0 {
 		fmt.Fprintf(tw, "idle waiter, statements/s\t%.1f\t%.1f\t\t\n", r.Lib.IdleWaiterQPS, r.Raw.IdleWaiterQPS)
+	}
+	if f := r.Fair; f != nil {
+		fmt.Fprintf(tw, "fair order: hot key, %d clients\t%.0f/s\t%.0f/s\t%.2f\t\n", r.Clients, f.HotPerSec, r.Raw.HotPerSec, r.FairRatio)
+		fmt.Fprintf(tw, "fair order: clients served\t%d/%d\t%d/%d\t\t\n", f.HotServed, r.Clients, r.Raw.HotServed, r.Clients)
+		fmt.Fprintf(tw, "fair order: shares\t%s\t%s\t\t\n", shares(f.HotShares), shares(r.Raw.HotShares))
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "(raw SQL: %s)\n", r.RawSQL)

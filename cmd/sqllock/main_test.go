@@ -538,11 +538,13 @@ type benchJSON struct {
 		Ratio     float64    `json:"uncontended_ratio"`
 		HotRatio  float64    `json:"hot_key_ratio"`
 		Multi     *struct {
-			Clients   int        `json:"clients"`
-			RawSQL    string     `json:"raw_sql"`
-			Lib       multiSideJ `json:"sqllock"`
-			Raw       multiSideJ `json:"raw"`
-			ManyRatio float64    `json:"distinct_n_clients_ratio"`
+			Clients   int         `json:"clients"`
+			RawSQL    string      `json:"raw_sql"`
+			Lib       multiSideJ  `json:"sqllock"`
+			Raw       multiSideJ  `json:"raw"`
+			ManyRatio float64     `json:"distinct_n_clients_ratio"`
+			Fair      *multiSideJ `json:"fair"`
+			FairRatio float64     `json:"fair_hot_key_ratio"`
 		} `json:"multi_client"`
 	} `json:"results"`
 	Skipped []struct{ Strategy, Reason string } `json:"skipped"`
@@ -575,7 +577,7 @@ type benchSideJ struct {
 // sides, with figures that a real measurement gives: rates and ratios
 // above zero, a handoff for the locks and none for optimistic, which
 // counts retries instead.
-func checkBench(t *testing.T, r result, want []string) benchJSON {
+func checkBench(t *testing.T, r result, d sqllock.Dialect, want []string) benchJSON {
 	t.Helper()
 	r.want(t, 0)
 	rep := decode[benchJSON](t, r)
@@ -617,6 +619,12 @@ func checkBench(t *testing.T, r result, want []string) benchJSON {
 		if m.RawSQL == "" || m.ManyRatio <= 0 {
 			t.Errorf("%s multi: raw SQL %q, ratio %v", res.Strategy, m.RawSQL, m.ManyRatio)
 		}
+		// Fair order: tablelock on PostgreSQL, the hot key alone.
+		if wantFair := res.Strategy == "tablelock" && d == sqllock.Postgres; (m.Fair != nil) != wantFair {
+			t.Errorf("%s multi: fair-order figures %v, want them: %v", res.Strategy, m.Fair != nil, wantFair)
+		} else if f := m.Fair; f != nil && (f.Hot <= 0 || m.FairRatio <= 0 || f.Served < 1 || len(f.Shares) != m.Clients) {
+			t.Errorf("%s multi, fair order: implausible figures %+v, ratio %v", res.Strategy, *f, m.FairRatio)
+		}
 		for name, sd := range map[string]multiSideJ{"sqllock": m.Lib, "raw": m.Raw} {
 			var total float64
 			for _, x := range sd.Shares {
@@ -646,7 +654,7 @@ func checkBench(t *testing.T, r result, want []string) benchJSON {
 func TestBench(t *testing.T) {
 	short := []string{"--duration", "200ms", "--handoffs", "5", "--clients", "3", "--idle", "200ms", "--json"}
 	t.Run("sqlite", func(t *testing.T) {
-		rep := checkBench(t, sqllockCmd(t, append([]string{"bench", "--data-dir", t.TempDir()}, short...)...), onSQLite)
+		rep := checkBench(t, sqllockCmd(t, append([]string{"bench", "--data-dir", t.TempDir()}, short...)...), sqllock.SQLite, onSQLite)
 		var skipped []string
 		for _, s := range rep.Skipped {
 			skipped = append(skipped, s.Strategy)
@@ -664,7 +672,7 @@ func TestBench(t *testing.T) {
 	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL} {
 		t.Run(d.String(), func(t *testing.T) {
 			tg := migrated(t, d)
-			checkBench(t, sqllockCmd(t, append([]string{"bench", "--dsn", tg.dsn}, short...)...), onServers)
+			checkBench(t, sqllockCmd(t, append([]string{"bench", "--dsn", tg.dsn}, short...)...), d, onServers)
 			// What the bench made is gone: rowlock's rows and the CAS items.
 			for _, table := range []string{"sqllock_demo_stock", "sqllock_rows"} {
 				var n int

@@ -51,6 +51,15 @@ func newTablelock(db *sql.DB, d sqllock.Dialect) (sqllock.Locker, func(), error)
 	return l, func() { l.Close() }, nil
 }
 
+// newFairTablelock is newTablelock in fair order (the bench's hot key).
+func newFairTablelock(db *sql.DB, d sqllock.Dialect) (sqllock.Locker, func(), error) {
+	l, err := tablelock.New(db, d, tablelock.WithFairness(true))
+	if err != nil {
+		return nil, nil, err
+	}
+	return l, func() { l.Close() }, nil
+}
+
 func newRowlock(db *sql.DB, d sqllock.Dialect) (sqllock.Locker, func(), error) {
 	l, err := rowlock.New(db, d)
 	if err != nil {

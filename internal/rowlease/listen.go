@@ -16,9 +16,9 @@ import (
 // waiter leaves, so bursts of contention do not pay a LISTEN each.
 const listenLinger = 2 * time.Second
 
-// errCannotListen: the driver behind the *sql.DB cannot receive
+// ErrCannotListen: the driver behind the *sql.DB cannot receive
 // announcements, so waiters poll.
-var errCannotListen = errors.New("rowlease: the driver cannot listen for releases")
+var ErrCannotListen = errors.New("rowlease: the driver cannot listen for releases")
 
 // callGrace is how long the two Lockers queued next after the one a
 // release called (they hear a copy of the call) wait for that one to take
@@ -41,7 +41,7 @@ type notifier interface {
 	// announcements and calls, calls onReady once it listens, and heard
 	// with each, until ctx ends or the session fails; when heard returns
 	// true it announces the notice's key to every listener. It returns
-	// errCannotListen when the driver cannot.
+	// ErrCannotListen when the driver cannot.
 	listen(ctx context.Context, db *sql.DB, id string, onReady func(), heard func(notice) bool) error
 	listenChannel() string
 }
@@ -201,7 +201,7 @@ func (ln *Listener) Subscribe(ctx context.Context) error {
 	ln.mu.Lock()
 	if ln.closed || ln.broken {
 		ln.mu.Unlock()
-		return errCannotListen
+		return ErrCannotListen
 	}
 	ln.users++
 	if ln.linger != nil {
@@ -311,10 +311,10 @@ func (ln *Listener) run(ctx context.Context, ready, exited chan struct{}) {
 		// Whatever was released before the session failed may have gone
 		// unheard: let every waiter look again now.
 		ln.wakeAll()
-		if errors.Is(err, errCannotListen) || first {
+		if errors.Is(err, ErrCannotListen) || first {
 			ln.mu.Lock()
 			ln.err = err
-			if errors.Is(err, errCannotListen) {
+			if errors.Is(err, ErrCannotListen) {
 				ln.broken = true
 			}
 			ln.cancel = nil

@@ -45,6 +45,12 @@ type Config struct {
 	// without waiting for the WAL flush, where the dialect can (PostgreSQL
 	// synchronous_commit = off for those statements only).
 	AsyncCommit bool
+	// Fair: a freed key goes to the waiting Locker its release called, in
+	// the order the Lockers queued in the row; anyone else is refused
+	// until it takes the key or callGrace has passed (where the dialect
+	// queues waiters: PostgreSQL; elsewhere Open refuses it). It needs
+	// Notify, and claimants that listen (Claim.Listening).
+	Fair bool
 	// Unprepared: statements run unprepared (stmtcache.Cache.Direct), for
 	// a transaction-pooling proxy.
 	Unprepared bool
@@ -91,6 +97,9 @@ func newStore(d sqllock.Dialect, cfg Config) (store, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: dialect %v has no lock table", sqllock.ErrUnsupported, d)
 	}
+	if cfg.Fair && !cfg.Notify {
+		return nil, fmt.Errorf("%w: fair order needs the release to call the next waiter (Notify)", sqllock.ErrInvalidOption)
+	}
 	t, err := sqlutil.QuoteIdent(d, cfg.Table)
 	if err != nil {
 		return nil, fmt.Errorf("table: %w", err)
@@ -100,7 +109,11 @@ func newStore(d sqllock.Dialect, cfg Config) (store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("table: %w", err)
 	}
-	return open(names{table: t, index: idx, channel: sqlutil.NotifyChannel(cfg.Table), call: sqlutil.CallChannel(cfg.Table)}, cfg), nil
+	st := open(names{table: t, index: idx, channel: sqlutil.NotifyChannel(cfg.Table), call: sqlutil.CallChannel(cfg.Table)}, cfg)
+	if _, ok := st.(queuer); cfg.Fair && !ok {
+		return nil, fmt.Errorf("%w: fair order on %v: its lock table keeps no queue of waiters to serve in order (PostgreSQL's does)", sqllock.ErrUnsupported, d)
+	}
+	return st, nil
 }
 
 // Schema returns the DDL of a lock table named table for d: the table
@@ -175,6 +188,10 @@ type Attempt struct {
 	// HeldFor is how long the holder has held the row, when not won and
 	// the dialect tells (where it has gates); 0 otherwise.
 	HeldFor time.Duration
+	// Promised: not won because the key is free but promised to the
+	// Locker its release called (Config.Fair); Remaining is how long the
+	// promise lasts.
+	Promised bool
 }
 
 // Take runs one take of c.Key: the row is taken when it is free or

@@ -43,6 +43,10 @@ type store interface {
 	sql() *statements
 }
 
+// queuer is a store whose rows queue the Lockers waiting for them, so
+// that it can serve them in order (Config.Fair).
+type queuer interface{ queues() }
+
 // statements are the texts of a store's statements, each read the same
 // way in every dialect. A store keeps those it runs itself beside them.
 type statements struct {

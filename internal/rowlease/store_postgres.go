@@ -25,8 +25,11 @@ type postgresStore struct {
 	channel  string // NOTIFY of a freed key to every listener
 	call     string // with a Locker's id, the channel that calls it (sqlutil.CallChannel)
 	announce bool   // Config.Notify
+	fair     bool   // Config.Fair
 	rows     seenRows
 }
+
+func (s *postgresStore) queues() {}
 
 // maxQueued bounds a row's waiters: a Locker refused when the queue is
 // full marks the row wanted instead, and is woken with everyone.
@@ -34,7 +37,7 @@ const maxQueued = 64
 
 func newPostgres(n names, cfg Config) store {
 	t := n.table
-	s := &postgresStore{channel: n.channel, call: n.call, announce: cfg.Notify}
+	s := &postgresStore{channel: n.channel, call: n.call, announce: cfg.Notify, fair: cfg.Fair && cfg.Notify}
 	from := ""
 	values := `VALUES ($1, $2, $3, 1, ` + sqlutil.PostgresToken + `, now(), now() + $4 * interval '1 microsecond')`
 	if cfg.AsyncCommit {
@@ -95,7 +98,18 @@ FROM ` + t + ` WHERE lock_key = $1 AND NOT EXISTS (SELECT 1 FROM got)`
 		// this Locker (or announces the key), and it listened before it
 		// tried; a holder whose lease merely expired is retried at its
 		// expiry, as before.
-		take := `(t.expires_at <= now() OR t.owner = EXCLUDED.owner)`
+		// free: the row is free for this claimant. In fair order a row
+		// freed by a release that called a queued Locker is promised to
+		// it: free for it alone until callGrace after the release (on the
+		// database clock), when the Lockers queued next look by
+		// themselves. Every new holder clears the call, so an expired
+		// row, whose holder never released it, is promised to nobody.
+		free, until := `t.expires_at <= now()`, `expires_at`
+		if s.fair {
+			free = `(t.expires_at <= now() AND NOT ` + promised("t.") + `)`
+			until = `CASE WHEN expires_at > now() THEN expires_at ELSE expires_at + ` + graceSQL + ` END`
+		}
+		take := `(` + free + ` OR t.owner = EXCLUDED.owner)`
 		asked := func(r string) string {
 			return `(` + r + `.wanted OR ($5::text <> '' AND $5::text = ANY(` + r + `.waiters)))`
 		}
@@ -107,24 +121,34 @@ FROM ` + t + ` WHERE lock_key = $1 AND NOT EXISTS (SELECT 1 FROM got)`
 	INSERT INTO ` + t + ` AS t (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
 	` + proposed + `
 	ON CONFLICT (lock_key) DO UPDATE SET
-		token       = CASE WHEN t.expires_at <= now() THEN ` + sqlutil.PostgresToken + ` ELSE t.token END,
-		hold_count  = CASE WHEN t.expires_at <= now() THEN 1 WHEN t.owner = EXCLUDED.owner THEN t.hold_count + 1 ELSE t.hold_count END,
-		acquired_at = CASE WHEN t.expires_at <= now() THEN now() ELSE t.acquired_at END,
+		token       = CASE WHEN ` + free + ` THEN ` + sqlutil.PostgresToken + ` ELSE t.token END,
+		hold_count  = CASE WHEN ` + free + ` THEN 1 WHEN t.owner = EXCLUDED.owner THEN t.hold_count + 1 ELSE t.hold_count END,
+		acquired_at = CASE WHEN ` + free + ` THEN now() ELSE t.acquired_at END,
 		expires_at  = CASE WHEN ` + take + ` THEN GREATEST(t.expires_at, EXCLUDED.expires_at) ELSE t.expires_at END,
 		owner       = CASE WHEN ` + take + ` THEN EXCLUDED.owner ELSE t.owner END,
 		host        = CASE WHEN ` + take + ` THEN EXCLUDED.host ELSE t.host END,
-		wanted      = CASE WHEN t.expires_at <= now() THEN false WHEN t.owner = EXCLUDED.owner THEN t.wanted
+		wanted      = CASE WHEN ` + free + ` THEN false WHEN t.owner = EXCLUDED.owner THEN t.wanted
 			WHEN ` + queue + ` THEN t.wanted ELSE true END,
 		waiters     = CASE WHEN ` + take + ` THEN array_remove(t.waiters, $5::text)
-			WHEN ` + queue + ` AND NOT $5::text = ANY(t.waiters) THEN t.waiters || $5::text ELSE t.waiters END
+			WHEN ` + queue + ` AND NOT $5::text = ANY(t.waiters) THEN t.waiters || $5::text ELSE t.waiters END`
+		// The holder named, how long until the claim ends, and (in fair
+		// order) whether it is a promise: a refusal on a free row.
+		host, promise, promiseGot := `host`, ``, ``
+		if s.fair {
+			s.q.take += `,
+		called      = CASE WHEN ` + free + ` THEN '' ELSE t.called END`
+			host = `CASE WHEN expires_at <= now() THEN '' ELSE host END`
+			promise, promiseGot = `, expires_at <= now()`, `, NOT won AND expires_at <= now()`
+		}
+		s.q.take += `
 	WHERE CASE WHEN ` + take + ` THEN true
 		ELSE set_config('synchronous_commit', 'off', true) = 'off' AND NOT ` + asked("t") + ` END
 	RETURNING t.owner = $2 AS won, t.token, t.hold_count, t.host, t.expires_at
 )
-SELECT won, token, hold_count, CASE WHEN won THEN '' ELSE host END,
-	CASE WHEN won THEN 0::bigint ELSE (extract(epoch FROM expires_at - now()) * 1000000)::bigint END FROM got
+SELECT won, token, hold_count, CASE WHEN won THEN '' ELSE ` + host + ` END,
+	CASE WHEN won THEN 0::bigint ELSE (extract(epoch FROM ` + until + ` - now()) * 1000000)::bigint END` + promiseGot + ` FROM got
 UNION ALL
-SELECT false, token, hold_count, host, (extract(epoch FROM expires_at - now()) * 1000000)::bigint
+SELECT false, token, hold_count, ` + host + `, (extract(epoch FROM ` + until + ` - now()) * 1000000)::bigint` + promise + `
 FROM ` + t + ` WHERE lock_key = $1 AND NOT EXISTS (SELECT 1 FROM got)`
 	}
 	// A claim that expects the key free, on a quiet key whose row this
@@ -141,8 +165,13 @@ FROM ` + t + ` WHERE lock_key = $1 AND NOT EXISTS (SELECT 1 FROM got)`
 	if s.announce {
 		free += `, wanted = false, waiters = array_remove(waiters, $5::text)`
 	}
+	whereFree := `expires_at <= now()`
+	if s.fair {
+		free += `, called = ''`
+		whereFree += ` AND NOT ` + promised("")
+	}
 	s.q.takeFree = `UPDATE ` + t + ` SET ` + free + from + `
-WHERE lock_key = $1 AND expires_at <= now() RETURNING token`
+WHERE lock_key = $1 AND ` + whereFree + ` RETURNING token`
 	s.q.renew = `UPDATE ` + t + ` SET expires_at = GREATEST(expires_at, now() + $4 * interval '1 microsecond')` + from + `
 WHERE lock_key = $1 AND owner = $2 AND token = $3 AND expires_at > now()`
 	// A release that keeps nothing ($4 = 0) commits without waiting for
@@ -218,6 +247,16 @@ FROM ` + t + ` WHERE expires_at > now() ORDER BY lock_key`
 	return s
 }
 
+// graceSQL is callGrace as an interval.
+var graceSQL = `interval '` + strconv.FormatInt(callGrace.Microseconds(), 10) + ` microseconds'`
+
+// promised is the condition, in fair order, that a free row (its columns
+// prefixed with r) is promised to another claimant than $5: its release
+// called a Locker, less than callGrace ago.
+func promised(r string) string {
+	return `(` + r + `called <> '' AND ` + r + `called <> $5::text AND now() < ` + r + `expires_at + ` + graceSQL + `)`
+}
+
 // pop is the SET items of a statement that frees a row when last holds:
 // it moves the first queued waiter to called, or leaves called empty.
 // Both right-hand sides read the row before the update.
@@ -287,7 +326,11 @@ func (s *postgresStore) take(ctx context.Context, h handle, c Claim) (Attempt, e
 			return Attempt{Remaining: -1}, err
 		}
 	}
-	err := h.queryRow(ctx, s.q.take, args, &a.Won, &a.Token, &a.Holds, &a.Host, &left)
+	dest := []any{&a.Won, &a.Token, &a.Holds, &a.Host, &left}
+	if s.fair {
+		dest = append(dest, &a.Promised)
+	}
+	err := h.queryRow(ctx, s.q.take, args, dest...)
 	if errors.Is(err, sql.ErrNoRows) {
 		// The holder's row is newer than this statement's snapshot.
 		s.rows.saw(c.Key, true)
@@ -357,7 +400,7 @@ func (s *postgresStore) reap(ctx context.Context, db *sql.DB, grace time.Duratio
 // and call, until ctx ends or the session fails; a call heard returns
 // true for is announced on that session to every listener. The session is
 // discarded afterwards rather than returned to the pool still listening. It needs the pgx stdlib driver: with another
-// it returns errCannotListen.
+// it returns ErrCannotListen.
 func (s *postgresStore) listen(ctx context.Context, db *sql.DB, id string, onReady func(), heard func(notice) bool) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
@@ -367,7 +410,7 @@ func (s *postgresStore) listen(ctx context.Context, db *sql.DB, id string, onRea
 	return conn.Raw(func(dc any) error {
 		pc, ok := dc.(interface{ Conn() *pgx.Conn })
 		if !ok {
-			return errCannotListen
+			return ErrCannotListen
 		}
 		c := pc.Conn()
 		mine := s.call + id
