@@ -145,9 +145,12 @@
 // waiting Locker queues. So waiting Lockers are served in the order they
 // queued in the row, which across processes is the order in which their
 // first refused claims reached it, and the waiters of one Locker in their
-// arrival order. A Locker that does not take its turn within 50ms (gone,
-// paused) loses it, and the two queued next look by themselves: a gone
-// Locker costs the key 50ms. A TryAcquire refused by a promise says so.
+// arrival order. A Locker whose last waiter for a key gives up leaves
+// its queue; one called all the same passes its turn to the Locker queued
+// next, if it still listens (for 2s after its last wait); one that does
+// not take its turn within 50ms (gone, paused) loses it, and the two
+// queued next look by themselves: a gone Locker costs the key 50ms. A
+// TryAcquire refused by a promise says so.
 //
 // An Acquire whose context ends while its statement is in flight returns
 // at once with an error matching both [sqllock.ErrNotAcquired] and the

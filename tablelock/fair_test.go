@@ -255,6 +255,86 @@ func TestFairPromiseRunsOut(t *testing.T) {
 	})
 }
 
+// TestFairQuitterLeaves: a Locker whose Acquire gave up leaves the row's
+// queue, so no release calls it. And a called Locker that no longer waits,
+// but still listens, passes its turn to the Locker queued next: a call of
+// that Locker, not an announcement to all, which would send every waiter
+// to a row still promised to the one that gave up.
+func TestFairQuitterLeaves(t *testing.T) {
+	db := testdb.Open(t, sqllock.Postgres)
+	table := privateTable(t, db)
+	ln := listen(t, db, table)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	opts := []tablelock.Option{tablelock.WithTable(table), tablelock.WithTTL(2 * time.Minute), tablelock.WithFairness(true)}
+	holder := newLocker(t, db, opts...)
+	key := locktest.Key(t)
+	a, err := holder.Acquire(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quitter := newLocker(t, testdb.Fresh(t, sqllock.Postgres, 0), opts...)
+	qctx, qcancel := context.WithCancel(ctx)
+	quit := make(chan error, 1)
+	go func() {
+		_, err := quitter.Acquire(qctx, key)
+		quit <- err
+	}()
+	gone := waitQueued(t, db, table, key, 1)[0]
+	qcancel()
+	if err := <-quit; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the quitter's Acquire = %v, want it cancelled", err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		queued, err := queuedIn(db, table, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(queued, gone) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the Locker that gave up is still queued: %v", queued)
+		}
+	}
+
+	waiter := newLocker(t, testdb.Fresh(t, sqllock.Postgres, 0), opts...)
+	got := make(chan error, 1)
+	go func() {
+		l, err := waiter.Acquire(ctx, key)
+		if err == nil {
+			err = l.Release(context.Background())
+		}
+		got <- err
+	}()
+	next := waitQueued(t, db, table, key, 1)[0]
+	// The quitter queued ahead again, as when its leaving raced a refusal
+	// of its own; its listening session lingers.
+	if _, err := db.Exec("UPDATE "+pgx.Identifier{table}.Sanitize()+" SET waiters = array_prepend($2::text, waiters) WHERE lock_key = $1", key, gone); err != nil {
+		t.Fatal(err)
+	}
+	ln.hear(t, next)
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The copy of the release's call of the quitter, then the quitter's
+	// call of the waiter.
+	if k := ln.next(t, 10*time.Second); k != key || ln.callee != gone {
+		t.Fatalf("heard %q calling %q; want the copy of the call of %q", k, ln.callee, gone)
+	}
+	if k := ln.next(t, 10*time.Second); k != key || ln.callee != next {
+		t.Fatalf("heard %q calling %q; want the turn passed on to %q", k, ln.callee, next)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the Locker the turn was passed to was not served")
+	}
+}
+
 // TestFairnessRefused: fair order is refused where it cannot be kept, with
 // an error that says why, and the lock table is left alone.
 func TestFairnessRefused(t *testing.T) {

@@ -152,6 +152,14 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ sqllock.
 		}
 	}
 	last := rowlease.Attempt{Remaining: -1}
+	defer func() {
+		// In fair order a Locker that no longer waits leaves the row's
+		// queue: else the release that calls it makes the others wait
+		// for its turn to run out.
+		if listening && won == nil && l.cfg.fair && !l.waiters.Waiting(key) {
+			l.tbl.LeaveQueue(key)
+		}
+	}()
 	err = waitloop.Run(ctx, waitloop.Spec{
 		Queue:     l.waiters,
 		Key:       key,

@@ -153,11 +153,13 @@ func WithTransactionPooler() Option {
 // they queued (default off; PostgreSQL only). A release hands the key to
 // the Locker queued first (see Waiting in the package doc), and until that
 // Locker takes it, or 50ms have passed since the release, everyone else is
-// refused, the releaser included: no one cuts in line. A Locker that does
-// not take its turn in time (crashed, paused, its Acquire given up) loses
-// it; after the 50ms the Lockers queued next look, and the first to come
-// takes the key. Within one Locker its waiters queue in arrival order as
-// always.
+// refused, the releaser included: no one cuts in line. A Locker whose
+// last waiter for the key gives up leaves the queue (one statement), and
+// one called all the same passes its turn to the next at once while it
+// still listens. One that does not take its turn in time (gone, paused)
+// loses it: after the 50ms the two Lockers queued next look, and the
+// first to come takes the key. Within one Locker its waiters queue in
+// arrival order as always.
 //
 // The price, on a hot key: the releaser can no longer take the key back at
 // once, so every turn is a handoff to another process, and a waiter looks

@@ -297,6 +297,36 @@ func (t *Table) giveBack(c Claim, token int64) {
 	}
 }
 
+// LeaveQueue takes the Table out of key's queue of waiting Lockers, in
+// the background: its last waiter for key gave up. In fair order only
+// (elsewhere it does nothing), where the release that would call it makes
+// everyone else wait for its turn to run out. Afterwards Config.Freed is
+// called with key: a waiter of this process that came meanwhile, and may
+// have found the Table queued already, looks again and queues anew. Close
+// waits for it.
+func (t *Table) LeaveQueue(key string) {
+	q, ok := t.st.(queuer)
+	if !ok || !t.cfg.Fair {
+		return
+	}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return
+	}
+	t.bg.Add(1)
+	t.mu.Unlock()
+	go func() {
+		defer t.bg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), lease.ReleaseTimeout)
+		defer cancel()
+		n, err := q.leave(ctx, t.h, key, t.id)
+		if err == nil && n > 0 && t.cfg.Freed != nil {
+			t.cfg.Freed(key)
+		}
+	}()
+}
+
 // Renew extends key's row to ttl from now if owner holds it under token,
 // never shortening it (a manual extension outlives the automatic renewals
 // that follow it; a renewal with an idle row still reports true). It

@@ -45,7 +45,10 @@ type store interface {
 
 // queuer is a store whose rows queue the Lockers waiting for them, so
 // that it can serve them in order (Config.Fair).
-type queuer interface{ queues() }
+type queuer interface {
+	// leave takes caller out of key's queue; it returns the rows changed.
+	leave(ctx context.Context, h handle, key, caller string) (int64, error)
+}
 
 // statements are the texts of a store's statements, each read the same
 // way in every dialect. A store keeps those it runs itself beside them.

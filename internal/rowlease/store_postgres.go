@@ -21,15 +21,13 @@ func init() { register(sqllock.Postgres, newPostgres) }
 // channel in the statements that free a key.
 type postgresStore struct {
 	statements
-	q        struct{ take, takeFree, renew, release, releaseQuiet, releaseOwner, forceRelease, audit, reap string }
+	q        struct{ take, takeFree, renew, release, releaseQuiet, releaseOwner, forceRelease, passOn, leave, audit, reap string }
 	channel  string // NOTIFY of a freed key to every listener
 	call     string // with a Locker's id, the channel that calls it (sqlutil.CallChannel)
 	announce bool   // Config.Notify
 	fair     bool   // Config.Fair
 	rows     seenRows
 }
-
-func (s *postgresStore) queues() {}
 
 // maxQueued bounds a row's waiters: a Locker refused when the queue is
 // full marks the row wanted instead, and is woken with everyone.
@@ -204,6 +202,21 @@ WHERE lock_key = $1 AND owner = $2 AND token = $3 AND expires_at > now()`
 	WHERE lock_key = $1 AND owner = $2 AND expires_at > now()`, 3)
 	s.q.forceRelease = s.announced(`UPDATE `+t+` SET hold_count = 0, owner = '', expires_at = now()`+s.pop("true")+`
 	WHERE lock_key = $1 AND token = $2 AND expires_at > now()`, 3)
+	if s.fair {
+		// A called Locker that has no waiter left for the key passes its
+		// turn to the Locker queued next, as the release would have, and
+		// the promise starts again: the others need not wait for it to
+		// run out, and keep their order. It changes only the queue and
+		// the call, so it does not wait for its WAL flush.
+		s.q.passOn = s.announced(`UPDATE `+t+` SET expires_at = now()`+s.pop("true")+`
+	FROM (SELECT set_config('synchronous_commit', 'off', true)) AS sc
+	WHERE lock_key = $1 AND called = $2 AND expires_at <= now()`, 3)
+	}
+	// A Locker that no longer waits leaves the queue. It changes only the
+	// queue, so it does not wait for its WAL flush either.
+	s.q.leave = `UPDATE ` + t + ` SET waiters = array_remove(waiters, $2::text)
+	FROM (SELECT set_config('synchronous_commit', 'off', true)) AS sc
+	WHERE lock_key = $1 AND $2::text = ANY(waiters)`
 	// SKIP LOCKED: a row being taken over right now is left for the next
 	// sweep instead of blocking it. Keys whose holder never released
 	// (owner still set) are announced.
@@ -343,6 +356,10 @@ func (s *postgresStore) take(ctx context.Context, h handle, c Claim) (Attempt, e
 	return a, err
 }
 
+func (s *postgresStore) leave(ctx context.Context, h handle, key, caller string) (int64, error) {
+	return h.exec(ctx, s.q.leave, key, caller)
+}
+
 func (s *postgresStore) renew(ctx context.Context, h handle, key, owner string, token int64, ttl time.Duration) (int64, error) {
 	return h.exec(ctx, s.q.renew, key, owner, token, micros(ttl))
 }
@@ -398,7 +415,8 @@ func (s *postgresStore) reap(ctx context.Context, db *sql.DB, grace time.Duratio
 // listen holds one session of db that LISTENs on the table's channel and
 // on the call channel of the Table id, and hands heard each announcement
 // and call, until ctx ends or the session fails; a call heard returns
-// true for is announced on that session to every listener. The session is
+// true for is announced on that session to every listener (in fair order,
+// passed on to the Locker queued next). The session is
 // discarded afterwards rather than returned to the pool still listening. It needs the pgx stdlib driver: with another
 // it returns ErrCannotListen.
 func (s *postgresStore) listen(ctx context.Context, db *sql.DB, id string, onReady func(), heard func(notice) bool) error {
@@ -434,7 +452,11 @@ func (s *postgresStore) listen(ctx context.Context, db *sql.DB, id string, onRea
 				no = notice{key: n.Payload}
 			}
 			if heard(no) {
-				if _, err := c.Exec(ctx, "SELECT pg_notify($1, $2)", s.channel, no.key); err != nil {
+				q, args := "SELECT pg_notify($1, $2)", []any{s.channel, no.key}
+				if s.fair {
+					q, args = s.q.passOn, []any{no.key, id, s.channel, s.call}
+				}
+				if _, err := c.Exec(ctx, q, args...); err != nil {
 					return errors.Join(err, driver.ErrBadConn)
 				}
 			}
