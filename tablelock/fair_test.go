@@ -24,6 +24,16 @@ import (
 	"github.com/sqllock/sqllock/tablelock"
 )
 
+// fairTable makes a lock table of the test's own on PostgreSQL, and
+// returns the options of a fair Locker on it (leases that outlive the
+// test).
+func fairTable(t *testing.T) (*testdb.DB, string, []tablelock.Option) {
+	t.Helper()
+	db := testdb.Open(t, sqllock.Postgres)
+	table := privateTable(t, db)
+	return db, table, []tablelock.Option{tablelock.WithTable(table), tablelock.WithTTL(2 * time.Minute), tablelock.WithFairness(true)}
+}
+
 // TestFairOrder: with WithFairness, waiting Lockers get the key in the
 // order they queued, one of them in another process, and the holder that
 // releases and asks again at once goes last instead of taking the key
@@ -31,11 +41,9 @@ import (
 // before. Without fairness the releaser's TryAcquire cuts in and comes
 // first.
 func TestFairOrder(t *testing.T) {
-	db := testdb.Open(t, sqllock.Postgres)
-	table := privateTable(t, db)
+	db, table, opts := fairTable(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	opts := []tablelock.Option{tablelock.WithTable(table), tablelock.WithTTL(2 * time.Minute), tablelock.WithFairness(true)}
 	holder := newLocker(t, db, opts...)
 	key := locktest.Key(t)
 	first, err := holder.Acquire(ctx, key)
@@ -181,11 +189,9 @@ func TestFairWaiterChild(t *testing.T) {
 // told the key is promised, and gets it once the promise has run out; a
 // Locker queued behind the gone one is served too.
 func TestFairPromiseRunsOut(t *testing.T) {
-	db := testdb.Open(t, sqllock.Postgres)
-	table := privateTable(t, db)
+	db, table, opts := fairTable(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	opts := []tablelock.Option{tablelock.WithTable(table), tablelock.WithTTL(2 * time.Minute), tablelock.WithFairness(true)}
 	holder := newLocker(t, db, opts...)
 	queueGone := func(key string) {
 		t.Helper()
@@ -232,26 +238,12 @@ func TestFairPromiseRunsOut(t *testing.T) {
 		}
 		queueGone(key)
 		waiter := newLocker(t, testdb.Fresh(t, sqllock.Postgres, 0), opts...)
-		got := make(chan error, 1)
-		go func() {
-			l, err := waiter.Acquire(ctx, key)
-			if err == nil {
-				err = l.Release(context.Background())
-			}
-			got <- err
-		}()
+		got := acquireAndRelease(ctx, waiter, key)
 		waitQueued(t, db, table, key, 2)
 		if err := a.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case err := <-got:
-			if err != nil {
-				t.Fatal(err)
-			}
-		case <-time.After(20 * time.Second):
-			t.Fatal("the Locker queued behind a gone one was not served")
-		}
+		served(t, got, "the Locker queued behind a gone one was not served")
 	})
 }
 
@@ -261,12 +253,10 @@ func TestFairPromiseRunsOut(t *testing.T) {
 // that Locker, not an announcement to all, which would send every waiter
 // to a row still promised to the one that gave up.
 func TestFairQuitterLeaves(t *testing.T) {
-	db := testdb.Open(t, sqllock.Postgres)
-	table := privateTable(t, db)
+	db, table, opts := fairTable(t)
 	ln := listen(t, db, table)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	opts := []tablelock.Option{tablelock.WithTable(table), tablelock.WithTTL(2 * time.Minute), tablelock.WithFairness(true)}
 	holder := newLocker(t, db, opts...)
 	key := locktest.Key(t)
 	a, err := holder.Acquire(ctx, key)
@@ -299,14 +289,7 @@ func TestFairQuitterLeaves(t *testing.T) {
 	}
 
 	waiter := newLocker(t, testdb.Fresh(t, sqllock.Postgres, 0), opts...)
-	got := make(chan error, 1)
-	go func() {
-		l, err := waiter.Acquire(ctx, key)
-		if err == nil {
-			err = l.Release(context.Background())
-		}
-		got <- err
-	}()
+	got := acquireAndRelease(ctx, waiter, key)
 	next := waitQueued(t, db, table, key, 1)[0]
 	// The quitter queued ahead again, as when its leaving raced a refusal
 	// of its own; its listening session lingers.
@@ -325,14 +308,7 @@ func TestFairQuitterLeaves(t *testing.T) {
 	if k := ln.next(t, 10*time.Second); k != key || ln.callee != next {
 		t.Fatalf("heard %q calling %q; want the turn passed on to %q", k, ln.callee, next)
 	}
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the Locker the turn was passed to was not served")
-	}
+	served(t, got, "the Locker the turn was passed to was not served")
 }
 
 // TestFairnessRefused: fair order is refused where it cannot be kept, with

@@ -87,26 +87,12 @@ func TestGateWakesWaiters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := make(chan error, 1)
-		go func() {
-			l, err := waiter.Acquire(ctx, key)
-			if err == nil {
-				err = l.Release(context.Background())
-			}
-			got <- err
-		}()
+		got := acquireAndRelease(ctx, waiter, key)
 		eventually(t, "the waiter blocks on the gate", func() bool { return gateWaits(t, db) == 1 })
 		if err := a.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case err := <-got:
-			if err != nil {
-				t.Fatal(err)
-			}
-		case <-time.After(20 * time.Second):
-			t.Fatal("the waiter was not woken by the release")
-		}
+		served(t, got, "the waiter was not woken by the release")
 	})
 
 	t.Run("waiter in another process", func(t *testing.T) {

@@ -46,14 +46,7 @@ func TestRelistenWakesWaiters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan error, 1)
-	go func() {
-		l, err := waiter.Acquire(ctx, key)
-		if err == nil {
-			err = l.Release(context.Background())
-		}
-		got <- err
-	}()
+	got := acquireAndRelease(ctx, waiter, key)
 
 	// The waiter's listening session, once it is in place.
 	var pid int

@@ -206,14 +206,7 @@ func TestReleaseAnnouncesOnlyWanted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := make(chan error, 1)
-		go func() {
-			l, err := waiter.Acquire(ctx, key)
-			if err == nil {
-				err = l.Release(context.Background())
-			}
-			got <- err
-		}()
+		got := acquireAndRelease(ctx, waiter, key)
 		queued := waitQueued(t, db, table, key, 1)
 		ln.hear(t, queued[0])
 		if err := a.Release(ctx); err != nil {
@@ -222,14 +215,7 @@ func TestReleaseAnnouncesOnlyWanted(t *testing.T) {
 		if p := ln.next(t, 10*time.Second); p != key || ln.callee != queued[0] {
 			t.Fatalf("heard %q calling %q, want a call of %q for %q", p, ln.callee, queued[0], key)
 		}
-		select {
-		case err := <-got:
-			if err != nil {
-				t.Fatal(err)
-			}
-		case <-time.After(20 * time.Second):
-			t.Fatal("the waiter was not woken by the release")
-		}
+		served(t, got, "the waiter was not woken by the release")
 	})
 
 	t.Run("waiter in another process", func(t *testing.T) {

@@ -71,3 +71,32 @@ func TestSmoke(t *testing.T) {
 		}
 	})
 }
+
+// acquireAndRelease runs l.Acquire of key in the background, as a waiter
+// of another process would, releases what it got at once, and sends how
+// that went.
+func acquireAndRelease(ctx context.Context, l *tablelock.Locker, key string) <-chan error {
+	got := make(chan error, 1)
+	go func() {
+		lease, err := l.Acquire(ctx, key)
+		if err == nil {
+			err = lease.Release(context.Background())
+		}
+		got <- err
+	}()
+	return got
+}
+
+// served fails t unless the background acquisition got succeeds within
+// 20s; otherwise it says what went wrong.
+func served(t *testing.T, got <-chan error, otherwise string) {
+	t.Helper()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal(otherwise)
+	}
+}
