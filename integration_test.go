@@ -30,7 +30,13 @@ const (
 	envTable   = "SQLLOCK_CHILD_TABLE"
 	envRounds  = "SQLLOCK_CHILD_ROUNDS"
 	envTTL     = "SQLLOCK_CHILD_TTL"
+	envFair    = "SQLLOCK_CHILD_FAIR" // "1": tablelock.WithFairness
 )
+
+// lockerOpts are the options of the Lockers of a test: fair order or not.
+func lockerOpts(ttl time.Duration, fair bool) []tablelock.Option {
+	return []tablelock.Option{tablelock.WithTTL(ttl), tablelock.WithFairness(fair)}
+}
 
 // TestChild is the body of the child processes; it does nothing in a normal run.
 func TestChild(t *testing.T) {
@@ -47,7 +53,7 @@ func TestChild(t *testing.T) {
 	if ttl == 0 {
 		ttl = 5 * time.Second
 	}
-	l, err := tablelock.New(db.DB, d, tablelock.WithTTL(ttl))
+	l, err := tablelock.New(db.DB, d, lockerOpts(ttl, os.Getenv(envFair) == "1")...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,60 +140,77 @@ func counterTable(t *testing.T, db *testdb.DB) string {
 // Many goroutines in three OS processes (two children and this one)
 // contend for one key; the counter they increment under it is exact.
 func TestMultiProcessMutualExclusion(t *testing.T) {
-	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
-		table := counterTable(t, db)
-		key := locktest.Key(t)
-		const rounds = 15 // per goroutine; 4 goroutines per process
-		var children []*exec.Cmd
-		var outs []*strings.Builder
-		for range 2 {
-			cmd := testdb.Child(t, "TestChild", envRole+"=counter", envDialect+"="+db.Dialect.String(),
-				envKey+"="+key, envTable+"="+table, envRounds+"="+strconv.Itoa(rounds))
-			out := &strings.Builder{}
-			cmd.Stdout, cmd.Stderr = out, out
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			children = append(children, cmd)
-			outs = append(outs, out)
-		}
-		l, err := tablelock.New(db.DB, db.Dialect, tablelock.WithTTL(5*time.Second))
-		if err != nil {
+	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) { multiProcessMutex(t, db, false) })
+}
+
+// The same with fair order (PostgreSQL), whose take refuses a free key
+// promised to another.
+func TestMultiProcessMutualExclusionFair(t *testing.T) {
+	multiProcessMutex(t, testdb.Open(t, sqllock.Postgres), true)
+}
+
+func multiProcessMutex(t *testing.T, db *testdb.DB, fair bool) {
+	table := counterTable(t, db)
+	key := locktest.Key(t)
+	const rounds = 15 // per goroutine; 4 goroutines per process
+	var children []*exec.Cmd
+	var outs []*strings.Builder
+	for range 2 {
+		cmd := testdb.Child(t, "TestChild", envRole+"=counter", envDialect+"="+db.Dialect.String(),
+			envKey+"="+key, envTable+"="+table, envRounds+"="+strconv.Itoa(rounds), envFair+"="+fairEnv(fair))
+		out := &strings.Builder{}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		defer l.Close()
-		ctx := context.Background()
-		var wg sync.WaitGroup
-		for range 4 {
-			wg.Go(func() {
-				for range rounds {
-					if err := incrementUnderLock(ctx, l, db, key, table); err != nil {
-						t.Error(err)
-						return
-					}
+		children = append(children, cmd)
+		outs = append(outs, out)
+	}
+	l, err := tablelock.New(db.DB, db.Dialect, lockerOpts(5*time.Second, fair)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range rounds {
+				if err := incrementUnderLock(ctx, l, db, key, table); err != nil {
+					t.Error(err)
+					return
 				}
-			})
-		}
-		wg.Wait()
-		for i, c := range children {
-			if err := c.Wait(); err != nil {
-				t.Fatalf("child %d: %v\n%s", i, err, outs[i])
 			}
+		})
+	}
+	wg.Wait()
+	for i, c := range children {
+		if err := c.Wait(); err != nil {
+			t.Fatalf("child %d: %v\n%s", i, err, outs[i])
 		}
-		var v int
-		if err := db.QueryRow("SELECT v FROM " + table + " WHERE id = 1").Scan(&v); err != nil {
-			t.Fatal(err)
-		}
-		if want := 3 * 4 * rounds; v != want {
-			t.Fatalf("counter = %d, want %d: two holders overlapped", v, want)
-		}
-	})
+	}
+	var v int
+	if err := db.QueryRow("SELECT v FROM " + table + " WHERE id = 1").Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	if want := 3 * 4 * rounds; v != want {
+		t.Fatalf("counter = %d, want %d: two holders overlapped", v, want)
+	}
+}
+
+// fairEnv is the child's envFair for fair.
+func fairEnv(fair bool) string {
+	if fair {
+		return "1"
+	}
+	return "0"
 }
 
 // startHolder starts a child in role and waits for its HELD line.
-func startHolder(t *testing.T, db *testdb.DB, role, key string, ttl time.Duration) (*exec.Cmd, int64, *bufio.Scanner) {
+func startHolder(t *testing.T, db *testdb.DB, role, key string, ttl time.Duration, fair ...bool) (*exec.Cmd, int64, *bufio.Scanner) {
 	t.Helper()
-	cmd := testdb.Child(t, "TestChild", envRole+"="+role, envDialect+"="+db.Dialect.String(), envKey+"="+key, envTTL+"="+ttl.String())
+	cmd := testdb.Child(t, "TestChild", envRole+"="+role, envDialect+"="+db.Dialect.String(), envKey+"="+key, envTTL+"="+ttl.String(),
+		envFair+"="+fairEnv(len(fair) > 0 && fair[0]))
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -211,41 +234,49 @@ func startHolder(t *testing.T, db *testdb.DB, role, key string, ttl time.Duratio
 // A holder killed with SIGKILL never releases; its key comes back within
 // TTL plus one renewal interval, with a larger token.
 func TestCrashedHolderKeyComesBack(t *testing.T) {
-	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
-		const ttl = 2 * time.Second
-		key := locktest.Key(t)
-		cmd, token, _ := startHolder(t, db, "holder", key, ttl)
-		l, err := tablelock.New(db.DB, db.Dialect, tablelock.WithTTL(ttl))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := l.TryAcquire(ctx, key); !errors.Is(err, sqllock.ErrNotAcquired) {
-			t.Fatalf("TryAcquire while the child holds the key = %v", err)
-		}
-		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		killed := time.Now()
-		lease, err := l.Acquire(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer lease.Release(ctx)
-		waited := time.Since(killed)
-		t.Logf("key came back %v after SIGKILL (TTL %v)", waited, ttl)
-		// The row expires at most TTL after the holder's last renewal, which
-		// was at most one renewal interval before the kill; 2s of slack for
-		// a loaded machine.
-		if limit := ttl + ttl/3 + 2*time.Second; waited > limit {
-			t.Errorf("key came back after %v, want within %v", waited, limit)
-		}
-		if lease.Token() <= token {
-			t.Errorf("token %d after the crash not above the dead holder's %d", lease.Token(), token)
-		}
-	})
+	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) { crashedHolder(t, db, false) })
+}
+
+// The same with fair order (PostgreSQL): an expired row is promised to
+// nobody.
+func TestCrashedHolderKeyComesBackFair(t *testing.T) {
+	crashedHolder(t, testdb.Open(t, sqllock.Postgres), true)
+}
+
+func crashedHolder(t *testing.T, db *testdb.DB, fair bool) {
+	const ttl = 2 * time.Second
+	key := locktest.Key(t)
+	cmd, token, _ := startHolder(t, db, "holder", key, ttl, fair)
+	l, err := tablelock.New(db.DB, db.Dialect, lockerOpts(ttl, fair)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := l.TryAcquire(ctx, key); !errors.Is(err, sqllock.ErrNotAcquired) {
+		t.Fatalf("TryAcquire while the child holds the key = %v", err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	lease, err := l.Acquire(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release(ctx)
+	waited := time.Since(killed)
+	t.Logf("key came back %v after SIGKILL (TTL %v)", waited, ttl)
+	// The row expires at most TTL after the holder's last renewal, which
+	// was at most one renewal interval before the kill; 2s of slack for
+	// a loaded machine.
+	if limit := ttl + ttl/3 + 2*time.Second; waited > limit {
+		t.Errorf("key came back after %v, want within %v", waited, limit)
+	}
+	if lease.Token() <= token {
+		t.Errorf("token %d after the crash not above the dead holder's %d", lease.Token(), token)
+	}
 }
 
 // A holder paused (SIGSTOP) past its lease: another process takes the key

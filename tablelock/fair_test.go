@@ -311,6 +311,23 @@ func TestFairQuitterLeaves(t *testing.T) {
 	served(t, got, "the Locker the turn was passed to was not served")
 }
 
+// TestFairConformance: fair Lockers pass the suite every Locker passes,
+// mutual exclusion among goroutines of two Lockers included: the promise
+// changes the take's statement, never who may hold a live row.
+func TestFairConformance(t *testing.T) {
+	db := testdb.Open(t, sqllock.Postgres)
+	locktest.Run(t, locktest.Target{
+		DB: db,
+		New: func(t testing.TB) sqllock.Locker {
+			return newLocker(t, db, tablelock.WithTTL(900*time.Millisecond), tablelock.WithFairness(true))
+		},
+		Steal:      func(t testing.TB, l sqllock.Lease) { deleteRow(t, db, l.Key()) },
+		LossWithin: 2 * time.Second,
+		Reentrant:  true,
+		Exclusive:  true,
+	})
+}
+
 // TestFairnessRefused: fair order is refused where it cannot be kept, with
 // an error that says why, and the lock table is left alone.
 func TestFairnessRefused(t *testing.T) {
