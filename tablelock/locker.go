@@ -330,6 +330,12 @@ func (l *Locker) Close() error {
 	defer cancel()
 	var errs []error
 	for _, h := range holds {
+		// In fair order a waiter of this Locker may have queued it for a
+		// key it frees now: out of the queue first, or the release would
+		// promise the key to this Locker, which waits no more.
+		if _, err := l.tbl.Leave(ctx, h.id.key); err != nil {
+			errs = append(errs, fmt.Errorf("leave the queue of %q: %w", h.id.key, err))
+		}
 		// By token: every hold of this holder, and nothing of a holder
 		// that took the key since.
 		if _, err := l.tbl.ForceRelease(ctx, h.id.key, h.token); err != nil && !errors.Is(err, sqllock.ErrNotHeld) {

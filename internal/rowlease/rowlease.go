@@ -297,16 +297,25 @@ func (t *Table) giveBack(c Claim, token int64) {
 	}
 }
 
-// LeaveQueue takes the Table out of key's queue of waiting Lockers, in
-// the background: its last waiter for key gave up. In fair order only
-// (elsewhere it does nothing), where the release that would call it makes
-// everyone else wait for its turn to run out. Afterwards Config.Freed is
-// called with key: a waiter of this process that came meanwhile, and may
-// have found the Table queued already, looks again and queues anew. Close
-// waits for it.
-func (t *Table) LeaveQueue(key string) {
+// Leave takes the Table out of key's queue of waiting Lockers, in fair
+// order (elsewhere it does nothing), where a release that calls a Locker
+// no longer waiting makes everyone else wait for its turn to run out. It
+// reports whether the Table was queued.
+func (t *Table) Leave(ctx context.Context, key string) (bool, error) {
 	q, ok := t.st.(queuer)
 	if !ok || !t.cfg.Fair {
+		return false, nil
+	}
+	n, err := q.leave(ctx, t.h, key, t.id)
+	return n > 0, err
+}
+
+// LeaveQueue runs Leave in the background: the Table's last waiter for
+// key gave up. Afterwards Config.Freed is called with key: a waiter of
+// this process that came meanwhile, and may have found the Table queued
+// already, looks again and queues anew. Close waits for it.
+func (t *Table) LeaveQueue(key string) {
+	if _, ok := t.st.(queuer); !ok || !t.cfg.Fair {
 		return
 	}
 	t.mu.Lock()
@@ -320,8 +329,7 @@ func (t *Table) LeaveQueue(key string) {
 		defer t.bg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), lease.ReleaseTimeout)
 		defer cancel()
-		n, err := q.leave(ctx, t.h, key, t.id)
-		if err == nil && n > 0 && t.cfg.Freed != nil {
+		if left, err := t.Leave(ctx, key); left && err == nil && t.cfg.Freed != nil {
 			t.cfg.Freed(key)
 		}
 	}()
