@@ -316,16 +316,7 @@ func TestFairQuitterLeaves(t *testing.T) {
 // changes the take's statement, never who may hold a live row.
 func TestFairConformance(t *testing.T) {
 	db := testdb.Open(t, sqllock.Postgres)
-	locktest.Run(t, locktest.Target{
-		DB: db,
-		New: func(t testing.TB) sqllock.Locker {
-			return newLocker(t, db, tablelock.WithTTL(900*time.Millisecond), tablelock.WithFairness(true))
-		},
-		Steal:      func(t testing.TB, l sqllock.Lease) { deleteRow(t, db, l.Key()) },
-		LossWithin: 2 * time.Second,
-		Reentrant:  true,
-		Exclusive:  true,
-	})
+	conformance(t, db, tablelock.WithFairness(true))
 }
 
 // TestFairnessRefused: fair order is refused where it cannot be kept, with

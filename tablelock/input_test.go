@@ -183,16 +183,7 @@ func TestWithTable(t *testing.T) {
 // most a TTL, never granting it twice).
 func TestConformanceAsyncCommit(t *testing.T) {
 	db := testdb.Open(t, sqllock.Postgres)
-	locktest.Run(t, locktest.Target{
-		DB: db,
-		New: func(t testing.TB) sqllock.Locker {
-			return newLocker(t, db, tablelock.WithTTL(900*time.Millisecond), tablelock.WithAsyncCommit(true))
-		},
-		Steal:      func(t testing.TB, l sqllock.Lease) { deleteRow(t, db, l.Key()) },
-		LossWithin: 2 * time.Second,
-		Reentrant:  true,
-		Exclusive:  true,
-	})
+	conformance(t, db, tablelock.WithAsyncCommit(true))
 }
 
 // ForceRelease frees the holder it names by token, and nothing else: a

@@ -3,10 +3,8 @@ package tablelock_test
 import (
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/locktest"
 	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/tablelock"
 )
@@ -18,16 +16,7 @@ import (
 // at once ("prepared statement ... already exists").
 func TestPgBouncer(t *testing.T) {
 	db := testdb.PgBouncer(t)
-	locktest.Run(t, locktest.Target{
-		DB: db,
-		New: func(t testing.TB) sqllock.Locker {
-			return newLocker(t, db, tablelock.WithTTL(900*time.Millisecond), tablelock.WithTransactionPooler())
-		},
-		Steal:      func(t testing.TB, l sqllock.Lease) { deleteRow(t, db, l.Key()) },
-		LossWithin: 2 * time.Second,
-		Reentrant:  true,
-		Exclusive:  true,
-	})
+	conformance(t, db, tablelock.WithTransactionPooler())
 }
 
 func TestTransactionPoolerRefusesNotify(t *testing.T) {

@@ -41,17 +41,21 @@ func deleteRow(t testing.TB, db *testdb.DB, key string) {
 }
 
 func TestConformance(t *testing.T) {
-	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
-		locktest.Run(t, locktest.Target{
-			DB: db,
-			New: func(t testing.TB) sqllock.Locker {
-				return newLocker(t, db, tablelock.WithTTL(900*time.Millisecond))
-			},
-			Steal:      func(t testing.TB, l sqllock.Lease) { deleteRow(t, db, l.Key()) },
-			LossWithin: 2 * time.Second,
-			Reentrant:  true,
-			Exclusive:  true,
-		})
+	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) { conformance(t, db) })
+}
+
+// conformance runs the suite every Locker passes on Lockers over db with
+// opts and a 900ms TTL; a lease is stolen by deleting its row.
+func conformance(t *testing.T, db *testdb.DB, opts ...tablelock.Option) {
+	locktest.Run(t, locktest.Target{
+		DB: db,
+		New: func(t testing.TB) sqllock.Locker {
+			return newLocker(t, db, append([]tablelock.Option{tablelock.WithTTL(900 * time.Millisecond)}, opts...)...)
+		},
+		Steal:      func(t testing.TB, l sqllock.Lease) { deleteRow(t, db, l.Key()) },
+		LossWithin: 2 * time.Second,
+		Reentrant:  true,
+		Exclusive:  true,
 	})
 }
 

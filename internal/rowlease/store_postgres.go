@@ -41,7 +41,7 @@ func newPostgres(n names, cfg Config) store {
 	if cfg.AsyncCommit {
 		// set_config(..., true) lasts for this statement's implicit
 		// transaction; synchronous_commit is read at commit.
-		from = ` FROM (SELECT set_config('synchronous_commit', 'off', true)) AS sc`
+		from = noFlush
 		values = `SELECT $1, $2, $3, 1, ` + sqlutil.PostgresToken + `, now(), now() + $4 * interval '1 microsecond'` + from
 	}
 	// The SET list sees the old row, so every CASE asks about the holder
@@ -208,14 +208,12 @@ WHERE lock_key = $1 AND owner = $2 AND token = $3 AND expires_at > now()`
 		// the promise starts again: the others need not wait for it to
 		// run out, and keep their order. It changes only the queue and
 		// the call, so it does not wait for its WAL flush.
-		s.q.passOn = s.announced(`UPDATE `+t+` SET expires_at = now()`+s.pop("true")+`
-	FROM (SELECT set_config('synchronous_commit', 'off', true)) AS sc
+		s.q.passOn = s.announced(`UPDATE `+t+` SET expires_at = now()`+s.pop("true")+noFlush+`
 	WHERE lock_key = $1 AND called = $2 AND expires_at <= now()`, 3)
 	}
 	// A Locker that no longer waits leaves the queue. It changes only the
 	// queue, so it does not wait for its WAL flush either.
-	s.q.leave = `UPDATE ` + t + ` SET waiters = array_remove(waiters, $2::text)
-	FROM (SELECT set_config('synchronous_commit', 'off', true)) AS sc
+	s.q.leave = `UPDATE ` + t + ` SET waiters = array_remove(waiters, $2::text)` + noFlush + `
 	WHERE lock_key = $1 AND $2::text = ANY(waiters)`
 	// SKIP LOCKED: a row being taken over right now is left for the next
 	// sweep instead of blocking it. Keys whose holder never released
@@ -259,6 +257,11 @@ FROM ` + t + ` WHERE expires_at > now() ORDER BY lock_key`
 ) WITH (fillfactor = 50);`
 	return s
 }
+
+// noFlush is the FROM clause of an UPDATE that commits without waiting
+// for its WAL flush: set_config(..., true) lasts for the statement's
+// implicit transaction, and synchronous_commit is read at commit.
+const noFlush = ` FROM (SELECT set_config('synchronous_commit', 'off', true)) AS sc`
 
 // graceSQL is callGrace as an interval.
 var graceSQL = `interval '` + strconv.FormatInt(callGrace.Microseconds(), 10) + ` microseconds'`
