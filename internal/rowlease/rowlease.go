@@ -71,6 +71,7 @@ type Table struct {
 	mu     sync.Mutex
 	closed bool
 	bg     sync.WaitGroup // detached takes and their give-backs
+	work   *workers       // where detached takes run
 	live   map[int]string // Live's statement, by number of keys
 }
 
@@ -85,7 +86,7 @@ func Open(db *sql.DB, d sqllock.Dialect, cfg Config) (*Table, error) {
 		return nil, err
 	}
 	return &Table{h: handle{DB: db, stmts: &stmtcache.Cache{Direct: cfg.Unprepared}}, st: st, cfg: cfg, d: d,
-		id: fmt.Sprintf("%0*x", callerLen, rand.Uint64())}, nil
+		id: fmt.Sprintf("%0*x", callerLen, rand.Uint64()), work: newWorkers()}, nil
 }
 
 // newStore builds d's store for the table cfg names.
@@ -148,6 +149,7 @@ func (t *Table) Close() error {
 	t.closed = true
 	t.mu.Unlock()
 	t.bg.Wait() // each bounded by lease.ReleaseTimeout
+	t.work.stop()
 	return t.h.stmts.Close()
 }
 
@@ -246,7 +248,7 @@ func (t *Table) TakeDetached(ctx context.Context, c Claim) (Attempt, error) {
 	}
 	done := make(chan result) // unbuffered: a result is either taken or given back
 	gaveUp := make(chan struct{})
-	go func() {
+	t.work.run(func() {
 		defer t.bg.Done()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lease.ReleaseTimeout)
 		a, err := t.Take(sctx, c)
@@ -263,7 +265,7 @@ func (t *Table) TakeDetached(ctx context.Context, c Claim) (Attempt, error) {
 				t.giveBack(c, a.Token)
 			}
 		}
-	}()
+	})
 	select {
 	case r := <-done:
 		return r.a, r.err
