@@ -27,6 +27,7 @@ type postgresStore struct {
 	announce bool   // Config.Notify
 	fair     bool   // Config.Fair
 	rows     seenRows
+	pgx      pgxDirect
 }
 
 // maxQueued bounds a row's waiters: a Locker refused when the queue is
@@ -322,7 +323,7 @@ func (s *postgresStore) changed(ctx context.Context, h handle, q string, args ..
 	if s.announce {
 		args = append(args, s.channel, s.call)
 	}
-	return h.exec(ctx, q, args...)
+	return s.pgx.exec(ctx, h, q, args...)
 }
 
 func (s *postgresStore) take(ctx context.Context, h handle, c Claim) (Attempt, error) {
@@ -333,7 +334,7 @@ func (s *postgresStore) take(ctx context.Context, h handle, c Claim) (Attempt, e
 		args = append(args, c.caller)
 	}
 	if c.ExpectFree && s.rows.quiet(c.Key) {
-		err := h.queryRow(ctx, s.q.takeFree, args, &a.Token)
+		err := s.pgx.queryRow(ctx, h, s.q.takeFree, args, &a.Token)
 		if err == nil {
 			s.rows.saw(c.Key, false)
 			return Attempt{Won: true, Token: a.Token, Holds: 1}, nil
@@ -346,7 +347,7 @@ func (s *postgresStore) take(ctx context.Context, h handle, c Claim) (Attempt, e
 	if s.fair {
 		dest = append(dest, &a.Promised)
 	}
-	err := h.queryRow(ctx, s.q.take, args, dest...)
+	err := s.pgx.queryRow(ctx, h, s.q.take, args, dest...)
 	if errors.Is(err, sql.ErrNoRows) {
 		// The holder's row is newer than this statement's snapshot.
 		s.rows.saw(c.Key, true)
@@ -364,12 +365,12 @@ func (s *postgresStore) leave(ctx context.Context, h handle, key, caller string)
 }
 
 func (s *postgresStore) renew(ctx context.Context, h handle, key, owner string, token int64, ttl time.Duration) (int64, error) {
-	return h.exec(ctx, s.q.renew, key, owner, token, micros(ttl))
+	return s.pgx.exec(ctx, h, s.q.renew, key, owner, token, micros(ttl))
 }
 
 func (s *postgresStore) release(ctx context.Context, h handle, key, owner string, token int64, keep time.Duration) (int64, error) {
 	if s.announce && s.rows.quiet(key) {
-		n, err := h.exec(ctx, s.q.releaseQuiet, key, owner, token, micros(keep))
+		n, err := s.pgx.exec(ctx, h, s.q.releaseQuiet, key, owner, token, micros(keep))
 		if err != nil || n > 0 {
 			return n, err
 		}

@@ -1,0 +1,81 @@
+package rowlease_test
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/rowlease"
+	"github.com/sqllock/sqllock/internal/testdb"
+)
+
+// hiddenPgx is pgx behind a driver.Conn of its own, as another PostgreSQL
+// driver would be.
+const hiddenPgx = "rowlease-test-hidden-pgx"
+
+type hidePgx struct{ driver.Driver }
+
+type hiddenConn struct{ driver.Conn }
+
+func (d hidePgx) Open(name string) (driver.Conn, error) {
+	c, err := d.Driver.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return hiddenConn{c}, nil
+}
+
+func init() { sql.Register(hiddenPgx, hidePgx{stdlib.GetDefaultDriver()}) }
+
+// On PostgreSQL through pgx's stdlib, a lease's statements run on the pgx
+// connection itself and prepare nothing through database/sql; through
+// another driver they go through database/sql's prepared statements and
+// behave the same.
+func TestPostgresDriverPaths(t *testing.T) {
+	db := testdb.Open(t, sqllock.Postgres)
+	ctx := context.Background()
+	lease := func(t *testing.T, tbl *rowlease.Table) {
+		t.Helper()
+		for _, free := range []bool{true, false} {
+			c := rowlease.Claim{Key: "k", Owner: "o", Host: "h", TTL: time.Minute, ExpectFree: free}
+			a, err := tbl.Take(ctx, c)
+			if err != nil || !a.Won {
+				t.Fatalf("take = %+v, %v; want won", a, err)
+			}
+			if ok, err := tbl.Renew(ctx, "k", "o", a.Token, time.Minute); !ok || err != nil {
+				t.Fatalf("renew = %v, %v; want renewed", ok, err)
+			}
+			if err := tbl.Release(ctx, "k", "o", a.Token, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Run("pgx", func(t *testing.T) {
+		tbl := table(t, db, rowlease.Config{Notify: true})
+		lease(t, tbl)
+		if n := tbl.Prepared(); n != 0 {
+			t.Errorf("%d statements prepared through database/sql, want none", n)
+		}
+	})
+	t.Run("other driver", func(t *testing.T) {
+		other, err := sql.Open(hiddenPgx, db.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { other.Close() }) // after the table's own cleanup
+		odb := &testdb.DB{DB: other, Dialect: sqllock.Postgres, Driver: hiddenPgx, DSN: db.DSN}
+		tbl := table(t, odb, rowlease.Config{Notify: true})
+		lease(t, tbl)
+		if n := tbl.Prepared(); n == 0 {
+			t.Error("nothing prepared through database/sql: the statements did not go through it")
+		}
+		for _, free := range []bool{false, true} {
+			takeReleaseKeep(t, odb, free)
+		}
+	})
+}
