@@ -8,14 +8,27 @@ import (
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/sqllock/sqllock"
 )
 
 // countingDB opens t as its own pool whose every statement sent to the
 // server (exec, query, prepared or not) is counted in n: the load one
-// client puts on the database, whatever else the server runs. Sessions
-// stay usable by what reaches for the driver's own connection (the
-// PostgreSQL listener's LISTEN).
+// client puts on the database, whatever else the server runs. On
+// PostgreSQL pgx counts them itself (a query tracer), those sent on the
+// pgx connection under a database/sql one included: the library runs a
+// lease's statements and its LISTEN there. Elsewhere a wrapping driver
+// counts them.
 func countingDB(t target, n *atomic.Int64) (*sql.DB, error) {
+	if t.dialect == sqllock.Postgres {
+		cfg, err := pgx.ParseConfig(t.dsn)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Tracer = countingTracer{n}
+		return stdlib.OpenDB(*cfg), nil
+	}
 	probe, err := sql.Open(t.driver, t.dsn)
 	if err != nil {
 		return nil, err
@@ -30,6 +43,16 @@ func countingDB(t target, n *atomic.Int64) (*sql.DB, error) {
 	}
 	return sql.OpenDB(countingConnector{base, n}), nil
 }
+
+// countingTracer counts each statement pgx sends.
+type countingTracer struct{ n *atomic.Int64 }
+
+func (c countingTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (countingTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 type dsnConnector struct {
 	drv driver.Driver
@@ -64,14 +87,6 @@ func (c *countingConn) Close() error { return c.dc.Close() }
 
 func (c *countingConn) Begin() (driver.Tx, error) {
 	return c.BeginTx(context.Background(), driver.TxOptions{})
-}
-
-// Conn hands the pgx connection through, for LISTEN.
-func (c *countingConn) Conn() *pgx.Conn {
-	if pc, ok := c.dc.(interface{ Conn() *pgx.Conn }); ok {
-		return pc.Conn()
-	}
-	return nil
 }
 
 func (c *countingConn) Prepare(q string) (driver.Stmt, error) {
