@@ -2,8 +2,6 @@ package tablelock_test
 
 import (
 	"context"
-	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"os"
@@ -16,7 +14,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/locktest"
@@ -342,12 +339,8 @@ func TestFairnessRefused(t *testing.T) {
 		}
 		// A driver that cannot LISTEN: refused at the first Acquire that
 		// would wait, not served out of order.
-		other, err := sql.Open(noListenDriver, db.DSN)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer other.Close()
-		l, err := tablelock.New(other, db.Dialect, fair)
+		other := testdb.OpenHidden(t)
+		l, err := tablelock.New(other.DB, other.Dialect, fair)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -357,22 +350,3 @@ func TestFairnessRefused(t *testing.T) {
 		}
 	})
 }
-
-// noListenDriver is pgx behind a driver.Conn of its own, as another
-// PostgreSQL driver would be: the library cannot reach a pgx connection
-// through it to LISTEN.
-const noListenDriver = "tablelock-test-nolisten"
-
-type hidePgx struct{ driver.Driver }
-
-type hiddenConn struct{ driver.Conn }
-
-func (d hidePgx) Open(name string) (driver.Conn, error) {
-	c, err := d.Driver.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	return hiddenConn{c}, nil
-}
-
-func init() { sql.Register(noListenDriver, hidePgx{stdlib.GetDefaultDriver()}) }

@@ -52,6 +52,19 @@ func (p *pgxDirect) run(ctx context.Context, h handle, fn func(*pgx.Conn) error)
 }
 
 func (p *pgxDirect) once(ctx context.Context, db *sql.DB, fn func(*pgx.Conn) error) error {
+	return onPgx(ctx, db, func(c *pgx.Conn) error {
+		err := fn(c)
+		if pgconn.SafeToRetry(err) {
+			// database/sql discards the connection instead of pooling it.
+			return errors.Join(err, driver.ErrBadConn)
+		}
+		return err
+	})
+}
+
+// onPgx runs fn on the pgx connection under one pooled connection of db;
+// errNotPgx when db's driver is not pgx's stdlib.
+func onPgx(ctx context.Context, db *sql.DB, fn func(*pgx.Conn) error) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
@@ -62,12 +75,7 @@ func (p *pgxDirect) once(ctx context.Context, db *sql.DB, fn func(*pgx.Conn) err
 		if !ok {
 			return errNotPgx
 		}
-		err := fn(pc.Conn())
-		if pgconn.SafeToRetry(err) {
-			// database/sql discards the connection instead of pooling it.
-			return errors.Join(err, driver.ErrBadConn)
-		}
-		return err
+		return fn(pc.Conn())
 	})
 }
 

@@ -2,35 +2,13 @@ package rowlease_test
 
 import (
 	"context"
-	"database/sql"
-	"database/sql/driver"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/rowlease"
 	"github.com/sqllock/sqllock/internal/testdb"
 )
-
-// hiddenPgx is pgx behind a driver.Conn of its own, as another PostgreSQL
-// driver would be.
-const hiddenPgx = "rowlease-test-hidden-pgx"
-
-type hidePgx struct{ driver.Driver }
-
-type hiddenConn struct{ driver.Conn }
-
-func (d hidePgx) Open(name string) (driver.Conn, error) {
-	c, err := d.Driver.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	return hiddenConn{c}, nil
-}
-
-func init() { sql.Register(hiddenPgx, hidePgx{stdlib.GetDefaultDriver()}) }
 
 // On PostgreSQL through pgx's stdlib, a lease's statements run on the pgx
 // connection itself and prepare nothing through database/sql; through
@@ -63,12 +41,7 @@ func TestPostgresDriverPaths(t *testing.T) {
 		}
 	})
 	t.Run("other driver", func(t *testing.T) {
-		other, err := sql.Open(hiddenPgx, db.DSN)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { other.Close() }) // after the table's own cleanup
-		odb := &testdb.DB{DB: other, Dialect: sqllock.Postgres, Driver: hiddenPgx, DSN: db.DSN}
+		odb := testdb.OpenHidden(t)
 		tbl := table(t, odb, rowlease.Config{Notify: true})
 		lease(t, tbl)
 		if n := tbl.Prepared(); n == 0 {

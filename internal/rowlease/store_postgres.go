@@ -424,17 +424,7 @@ func (s *postgresStore) reap(ctx context.Context, db *sql.DB, grace time.Duratio
 // discarded afterwards rather than returned to the pool still listening. It needs the pgx stdlib driver: with another
 // it returns ErrCannotListen.
 func (s *postgresStore) listen(ctx context.Context, db *sql.DB, id string, onReady func(), heard func(notice) bool) error {
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	return conn.Raw(func(dc any) error {
-		pc, ok := dc.(interface{ Conn() *pgx.Conn })
-		if !ok {
-			return ErrCannotListen
-		}
-		c := pc.Conn()
+	err := onPgx(ctx, db, func(c *pgx.Conn) error {
 		mine := s.call + id
 		listen := "LISTEN " + pgx.Identifier{s.channel}.Sanitize() + "; LISTEN " + pgx.Identifier{mine}.Sanitize()
 		if _, err := c.Exec(ctx, listen); err != nil {
@@ -466,6 +456,10 @@ func (s *postgresStore) listen(ctx context.Context, db *sql.DB, id string, onRea
 			}
 		}
 	})
+	if errors.Is(err, errNotPgx) {
+		return ErrCannotListen
+	}
+	return err
 }
 
 func (s *postgresStore) listenChannel() string { return s.channel }
