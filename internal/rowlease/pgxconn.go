@@ -27,8 +27,9 @@ type pgxDirect struct {
 // errNotPgx: the connection under database/sql's is not pgx's.
 var errNotPgx = errors.New("not a pgx connection")
 
-// maxBadConn is how many connections found dead before the statement went
-// out a call tries, as database/sql does, before it gives up.
+// maxBadConn is how many times a call runs again on another connection
+// when one was found dead before the statement went out, as database/sql
+// does.
 const maxBadConn = 2
 
 // run runs fn on a pgx connection of h's pool; ok is false when h's driver
@@ -51,6 +52,8 @@ func (p *pgxDirect) run(ctx context.Context, h handle, fn func(*pgx.Conn) error)
 	}
 }
 
+// once runs fn on one pooled connection, which is discarded if fn found it
+// dead.
 func (p *pgxDirect) once(ctx context.Context, db *sql.DB, fn func(*pgx.Conn) error) error {
 	return onPgx(ctx, db, func(c *pgx.Conn) error {
 		err := fn(c)
