@@ -221,10 +221,11 @@
 //
 // # Statements and drivers
 //
-// Each statement is prepared once per connection. On PostgreSQL through
-// the pgx stdlib driver, a lease's statements (take, renewal, release)
-// run on the pgx connection under a pooled database/sql connection,
-// prepared and cached by pgx, which costs the client less than a
-// database/sql prepared statement; through another driver, and with
-// [WithTransactionPooler] (unprepared), they run through database/sql.
+// Statements are prepared once per connection, except with
+// [WithTransactionPooler], which runs them unprepared through
+// database/sql. On PostgreSQL through the pgx stdlib driver, a lease's
+// statements (take, renewal, release) run on the pgx connection under a
+// pooled database/sql connection, prepared and cached by pgx: that costs
+// the client less than a database/sql prepared statement. Through
+// another driver they run as database/sql prepared statements.
 package tablelock
