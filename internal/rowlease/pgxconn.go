@@ -12,7 +12,7 @@ import (
 )
 
 // pgxDirect runs the PostgreSQL store's statements of a lease (take,
-// renew, release) on the pgx connection under a database/sql one, where
+// renew, release, and fair order's leaving a queue) on the pgx connection under a database/sql one, where
 // the *sql.DB is pgx's stdlib: without database/sql's prepared statement
 // and its Rows (whose cancellable context costs a goroutine per query), an
 // Acquire and its Release cost the client a tenth less CPU. pgx prepares
@@ -21,7 +21,7 @@ import (
 // queries do. Other drivers, and a Table that runs its statements
 // unprepared for a transaction pooler, go through the handle.
 type pgxDirect struct {
-	off atomic.Bool // the driver is not pgx's: use the handle
+	off atomic.Bool // unprepared (Config.Unprepared), or the driver is not pgx's: use the handle
 }
 
 // errNotPgx: the connection under database/sql's is not pgx's.
@@ -35,7 +35,7 @@ const maxBadConn = 2
 // run runs fn on a pgx connection of h's pool; ok is false when h's driver
 // is not pgx's, and fn did not run.
 func (p *pgxDirect) run(ctx context.Context, h handle, fn func(*pgx.Conn) error) (ok bool, err error) {
-	if p.off.Load() || h.stmts.Direct {
+	if p.off.Load() {
 		return false, nil
 	}
 	for try := 0; ; try++ {

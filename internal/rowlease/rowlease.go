@@ -327,14 +327,14 @@ func (t *Table) LeaveQueue(key string) {
 	}
 	t.bg.Add(1)
 	t.mu.Unlock()
-	go func() {
+	t.work.run(func() {
 		defer t.bg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), lease.ReleaseTimeout)
 		defer cancel()
 		if left, err := t.Leave(ctx, key); left && err == nil && t.cfg.Freed != nil {
 			t.cfg.Freed(key)
 		}
-	}()
+	})
 }
 
 // Renew extends key's row to ttl from now if owner holds it under token,

@@ -37,6 +37,7 @@ const maxQueued = 64
 func newPostgres(n names, cfg Config) store {
 	t := n.table
 	s := &postgresStore{channel: n.channel, call: n.call, announce: cfg.Notify, fair: cfg.Fair && cfg.Notify}
+	s.pgx.off.Store(cfg.Unprepared)
 	from := ""
 	values := `VALUES ($1, $2, $3, 1, ` + sqlutil.PostgresToken + `, now(), now() + $4 * interval '1 microsecond')`
 	if cfg.AsyncCommit {
@@ -361,7 +362,7 @@ func (s *postgresStore) take(ctx context.Context, h handle, c Claim) (Attempt, e
 }
 
 func (s *postgresStore) leave(ctx context.Context, h handle, key, caller string) (int64, error) {
-	return h.exec(ctx, s.q.leave, key, caller)
+	return s.pgx.exec(ctx, h, s.q.leave, key, caller)
 }
 
 func (s *postgresStore) renew(ctx context.Context, h handle, key, owner string, token int64, ttl time.Duration) (int64, error) {

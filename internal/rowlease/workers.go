@@ -9,7 +9,8 @@ import (
 // before it exits.
 const workerIdle = 5 * time.Second
 
-// workers runs detached takes on goroutines that stay parked between them.
+// workers runs a Table's background statements (detached takes, leaving a
+// queue) on goroutines that stay parked between them.
 // A goroutine per take grew its stack under the driver on every take (6–9 %
 // of the client's CPU samples with 8 busy Lockers); a parked worker keeps
 // its grown stack until a garbage collection shrinks it.
