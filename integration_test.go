@@ -143,8 +143,8 @@ func TestMultiProcessMutualExclusion(t *testing.T) {
 	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) { multiProcessMutex(t, db, false) })
 }
 
-// The same with fair order (PostgreSQL), whose take refuses a free key
-// promised to another.
+// The same with fair order (PostgreSQL), where a release grants the key
+// to the waiter queued first.
 func TestMultiProcessMutualExclusionFair(t *testing.T) {
 	multiProcessMutex(t, testdb.Open(t, sqllock.Postgres), true)
 }
@@ -237,8 +237,8 @@ func TestCrashedHolderKeyComesBack(t *testing.T) {
 	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) { crashedHolder(t, db, false) })
 }
 
-// The same with fair order (PostgreSQL): an expired row is promised to
-// nobody.
+// The same with fair order (PostgreSQL): an expired row is granted to
+// nobody; the next take has it.
 func TestCrashedHolderKeyComesBackFair(t *testing.T) {
 	crashedHolder(t, testdb.Open(t, sqllock.Postgres), true)
 }
@@ -276,6 +276,70 @@ func crashedHolder(t *testing.T, db *testdb.DB, fair bool) {
 	}
 	if lease.Token() <= token {
 		t.Errorf("token %d after the crash not above the dead holder's %d", lease.Token(), token)
+	}
+}
+
+// A fair waiter killed with SIGKILL while queued (PostgreSQL): the
+// release grants the key to its entry, which holds it for the entry's
+// lease (the dead waiter's TTL), as a holder killed holding it would; then
+// the key comes back, with a larger token.
+func TestCrashedWaiterKeyComesBackFair(t *testing.T) {
+	db := testdb.Open(t, sqllock.Postgres)
+	const ttl = 2 * time.Second
+	key := locktest.Key(t)
+	l, err := tablelock.New(db.DB, db.Dialect, lockerOpts(ttl, true)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	first, err := l.Acquire(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The child's Acquire blocks: it queues, and would say HELD once served.
+	cmd := testdb.Child(t, "TestChild", envRole+"=holder", envDialect+"="+db.Dialect.String(), envKey+"="+key, envTTL+"="+ttl.String(), envFair+"=1")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		var n int
+		if err := db.QueryRow("SELECT cardinality(waiters) FROM sqllock_locks WHERE lock_key = $1", key).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the waiter process never queued")
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	released := time.Now()
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var granted int64
+	if err := db.QueryRow("SELECT token FROM sqllock_locks WHERE lock_key = $1 AND expires_at > now() AND owner <> ''", key).Scan(&granted); err != nil {
+		t.Fatalf("the release did not grant the key to the dead waiter: %v", err)
+	}
+	lease, err := l.Acquire(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release(ctx)
+	waited := time.Since(released)
+	t.Logf("key came back %v after the release granted it to a dead waiter (TTL %v)", waited, ttl)
+	if waited < ttl-100*time.Millisecond || waited > ttl+2*time.Second {
+		t.Errorf("key came back after %v, want after the dead waiter's lease of %v (2s of slack)", waited, ttl)
+	}
+	if granted <= first.Token() || lease.Token() <= granted {
+		t.Errorf("tokens %d, then %d granted to the dead waiter, then %d: want them rising", first.Token(), granted, lease.Token())
 	}
 }
 

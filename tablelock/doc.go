@@ -138,19 +138,20 @@
 //     a poll reads before it writes, so pollers do not queue for the single
 //     write lock ahead of the holder's renewals and release.
 //
-// Fair order ([WithFairness], PostgreSQL only): a key freed by a release
-// that called a queued Locker is promised to that Locker. Until it takes
-// the key, or for 50ms after the release on the database clock, every
-// other claim is refused, the releaser's own included, and a refused
-// waiting Locker queues. So waiting Lockers are served in the order they
+// Fair order ([WithFairness], PostgreSQL only): a waiting Acquire queues
+// an entry of its own in the row (its owner, host and TTL), and a release
+// that finds an entry first grants the key to it in the same statement:
+// the row names the entry's owner, under a new token drawn under the row
+// lock, with the entry's TTL from then, and the release calls the entry's
+// Locker with the token. The waiter holds the key when the call arrives;
+// its lease counts from when it sent its last refused claim, which came
+// before the grant. So waiting Acquires are served in the order they
 // queued in the row, which across processes is the order in which their
-// first refused claims reached it, and the waiters of one Locker in their
-// arrival order. A Locker whose last waiter for a key gives up leaves
-// its queue; one called all the same passes its turn to the Locker queued
-// next, if it still listens (for 2s after its last wait); one that does
-// not take its turn within 50ms (gone, paused) loses it, and the two
-// queued next look by themselves: a gone Locker costs the key 50ms. A
-// TryAcquire refused by a promise says so.
+// first refused claims reached it. A waiter that finds its row granted to
+// it (it looked again after a reconnection) takes the grant as its own. A
+// grant that reaches a waiter that gave up, or a Locker that closes, is
+// given back, and the row goes to the entry queued next; an entry whose
+// process died holds the key for its TTL, as a dead holder does.
 //
 // An Acquire whose context ends while its statement is in flight returns
 // at once with an error matching both [sqllock.ErrNotAcquired] and the

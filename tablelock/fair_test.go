@@ -181,23 +181,33 @@ func TestFairWaiterChild(t *testing.T) {
 	}
 }
 
-// TestFairPromiseRunsOut: a key released to a queued Locker that never
-// answers (gone) is refused to others only for a while. A TryAcquire is
-// told the key is promised, and gets it once the promise has run out; a
-// Locker queued behind the gone one is served too.
-func TestFairPromiseRunsOut(t *testing.T) {
+// goneEntry is the queue entry of a fair waiter of a Locker that died
+// (rowlease's entry format): a grant gives owner "gone" on host "nowhere"
+// the key for ttl.
+func goneEntry(ttl time.Duration) string {
+	return fmt.Sprintf("00000000deadbeef%015d%02d%03d%s%s", ttl.Microseconds(), len("gone"), len("nowhere"), "gone", "nowhere")
+}
+
+// queueFirst puts entry at the head of key's queue.
+func queueFirst(t *testing.T, db *testdb.DB, table, key, entry string) {
+	t.Helper()
+	_, err := db.Exec("UPDATE "+pgx.Identifier{table}.Sanitize()+" SET waiters = array_prepend($2::text, waiters) WHERE lock_key = $1", key, entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFairGrantToGone: a release grants the key to the entry first in the
+// queue, even one whose Locker died: the key is held by that entry's owner,
+// under a larger token, for the entry's lease, as if a holder had died
+// holding it, and then comes back. A Locker queued behind the gone one is
+// served after it.
+func TestFairGrantToGone(t *testing.T) {
 	db, table, opts := fairTable(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	holder := newLocker(t, db, opts...)
-	queueGone := func(key string) {
-		t.Helper()
-		// A Locker that queued and then died: its id, and no one behind it.
-		_, err := db.Exec("UPDATE "+pgx.Identifier{table}.Sanitize()+" SET waiters = array_prepend('00000000deadbeef', waiters) WHERE lock_key = $1", key)
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	const lease = time.Second
 
 	t.Run("TryAcquire", func(t *testing.T) {
 		key := locktest.Key(t)
@@ -205,25 +215,39 @@ func TestFairPromiseRunsOut(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		queueGone(key)
+		queueFirst(t, db, table, key, goneEntry(lease))
+		released := time.Now()
 		if err := a.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-		_, err = holder.TryAcquire(ctx, key)
-		if !errors.Is(err, sqllock.ErrNotAcquired) || !strings.Contains(err.Error(), "promised") || !strings.Contains(err.Error(), key) {
-			t.Fatalf("TryAcquire just after a release that called a queued Locker = %v; want refused as promised, naming the key", err)
+		var owner, host string
+		var token int64
+		if err := db.QueryRow("SELECT owner, host, token FROM "+pgx.Identifier{table}.Sanitize()+" WHERE lock_key = $1", key).Scan(&owner, &host, &token); err != nil {
+			t.Fatal(err)
 		}
-		deadline := time.Now().Add(10 * time.Second)
+		if owner != "gone" || host != "nowhere" || token <= a.Token() {
+			t.Fatalf("after the release the row names %q on %q under token %d; want the gone entry's owner and host, above %d", owner, host, token, a.Token())
+		}
+		_, err = holder.TryAcquire(ctx, key)
+		if !errors.Is(err, sqllock.ErrNotAcquired) || !strings.Contains(err.Error(), "nowhere") || !strings.Contains(err.Error(), key) {
+			t.Fatalf("TryAcquire of a key granted to a gone Locker = %v; want refused, naming the key and the grantee's host", err)
+		}
 		for {
 			l, err := holder.TryAcquire(ctx, key)
 			if err == nil {
+				if l.Token() <= token {
+					t.Errorf("token %d after the grant's lease, not above the grant's %d", l.Token(), token)
+				}
 				l.Release(ctx)
 				break
 			}
-			if !errors.Is(err, sqllock.ErrNotAcquired) || time.Now().After(deadline) {
-				t.Fatalf("the promise to a gone Locker does not run out: %v", err)
+			if !errors.Is(err, sqllock.ErrNotAcquired) || time.Since(released) > 10*time.Second {
+				t.Fatalf("the key granted to a gone Locker does not come back: %v", err)
 			}
 			time.Sleep(10 * time.Millisecond)
+		}
+		if held := time.Since(released); held < lease-100*time.Millisecond {
+			t.Errorf("the key came back %v after the release; the grant's lease is %v", held, lease)
 		}
 	})
 
@@ -233,10 +257,10 @@ func TestFairPromiseRunsOut(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		queueGone(key)
 		waiter := newLocker(t, testdb.Fresh(t, sqllock.Postgres, 0), opts...)
 		got := acquireAndRelease(ctx, waiter, key)
-		waitQueued(t, db, table, key, 2)
+		waitQueued(t, db, table, key, 1)
+		queueFirst(t, db, table, key, goneEntry(lease))
 		if err := a.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -244,11 +268,11 @@ func TestFairPromiseRunsOut(t *testing.T) {
 	})
 }
 
-// TestFairQuitterLeaves: a Locker whose Acquire gave up leaves the row's
-// queue, so no release calls it. And a called Locker that no longer waits,
-// but still listens, passes its turn to the Locker queued next: a call of
-// that Locker, not an announcement to all, which would send every waiter
-// to a row still promised to the one that gave up.
+// TestFairQuitterLeaves: a waiter whose Acquire gave up leaves the row's
+// queue, so no release grants it the key. And a grant that reaches its
+// Locker after it gave up (its leaving raced the release) is given back
+// by that Locker's listening session: the key goes to the entry queued
+// next, with a grant of its own.
 func TestFairQuitterLeaves(t *testing.T) {
 	db, table, opts := fairTable(t)
 	ln := listen(t, db, table)
@@ -281,7 +305,7 @@ func TestFairQuitterLeaves(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the Locker that gave up is still queued: %v", queued)
+			t.Fatalf("the waiter that gave up is still queued: %v", queued)
 		}
 	}
 
@@ -290,27 +314,36 @@ func TestFairQuitterLeaves(t *testing.T) {
 	next := waitQueued(t, db, table, key, 1)[0]
 	// The quitter queued ahead again, as when its leaving raced a refusal
 	// of its own; its listening session lingers.
-	if _, err := db.Exec("UPDATE "+pgx.Identifier{table}.Sanitize()+" SET waiters = array_prepend($2::text, waiters) WHERE lock_key = $1", key, gone); err != nil {
-		t.Fatal(err)
-	}
-	ln.hear(t, next)
+	queueFirst(t, db, table, key, gone)
+	ln.hear(t, next[:16])
+	ln.hear(t, gone[:16])
 	if err := a.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// The copy of the release's call of the quitter, then the quitter's
-	// call of the waiter.
-	if k := ln.next(t, 10*time.Second); k != key || ln.callee != gone {
-		t.Fatalf("heard %q calling %q; want the copy of the call of %q", k, ln.callee, gone)
+	// The release's grant to the quitter (and its copy to the waiter,
+	// queued next), then the quitter's session's grant, giving it back, to
+	// the waiter.
+	if p := ln.next(t, 10*time.Second); !ln.granted || ln.callee != gone[:16] || !strings.HasSuffix(p, key) {
+		t.Fatalf("heard %q for %q; want the grant of %q to the quitter", p, ln.callee, key)
 	}
-	if k := ln.next(t, 10*time.Second); k != key || ln.callee != next {
-		t.Fatalf("heard %q calling %q; want the turn passed on to %q", k, ln.callee, next)
+	for {
+		p := ln.next(t, 10*time.Second)
+		if !ln.granted || !strings.HasSuffix(p, key) {
+			t.Fatalf("heard %q; want grants of %q only", p, key)
+		}
+		if ln.callee == next[:16] {
+			break
+		}
+		if ln.callee != gone[:16] {
+			t.Fatalf("heard a grant for %q; want the quitter's, then the waiter's", ln.callee)
+		}
 	}
-	served(t, got, "the Locker the turn was passed to was not served")
+	served(t, got, "the waiter the grant was passed to was not served")
 }
 
 // TestFairConformance: fair Lockers pass the suite every Locker passes,
-// mutual exclusion among goroutines of two Lockers included: the promise
-// changes the take's statement, never who may hold a live row.
+// mutual exclusion among goroutines of two Lockers included: a grant is a
+// take made by the release, under the same row lock.
 func TestFairConformance(t *testing.T) {
 	db := testdb.Open(t, sqllock.Postgres)
 	conformance(t, db, tablelock.WithFairness(true))

@@ -50,11 +50,14 @@ type Locker struct {
 	done    chan struct{}      // closed by Close
 	tel     *telemetry.T
 
-	mu       sync.Mutex
-	holds    map[holdID]*hold
-	closed   bool
-	tries    sync.WaitGroup // tries in flight
-	renewers sync.WaitGroup // renewal goroutines
+	mu     sync.Mutex
+	holds  map[holdID]*hold
+	closed bool
+	tries  sync.WaitGroup // tries in flight
+	// fairWaiters: fair Acquires with a Grant, each until it has left
+	// the queue (Table.LeaveQueue).
+	fairWaiters sync.WaitGroup
+	renewers    sync.WaitGroup // renewal goroutines
 }
 
 // New returns a Locker over db for dialect d. It checks its options but does
@@ -146,20 +149,41 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ sqllock.
 		} else if cerr := ctxend.Err(ctx); cerr != nil {
 			return nil, notAcquired(key, cerr)
 		} else if l.cfg.fair && errors.Is(err, rowlease.ErrCannotListen) {
-			// A waiter that is never called would wait for every
-			// promise to run out: no fair order.
+			// A waiter that hears no grant would sleep through its turn:
+			// no fair order.
 			return nil, fmt.Errorf("tablelock: acquire %q: %w: WithFairness needs LISTEN, which the driver behind the *sql.DB cannot do (use the pgx stdlib driver)", key, sqllock.ErrUnsupported)
 		}
 	}
-	last := rowlease.Attempt{Remaining: -1}
-	defer func() {
-		// In fair order a Locker that no longer waits leaves the row's
-		// queue: else the release that calls it makes the others wait
-		// for its turn to run out.
-		if listening && won == nil && l.cfg.fair && !l.waiters.Waiting(key) {
-			l.tbl.LeaveQueue(key)
+	// In fair order the waiter queues an entry of its own in the row, and
+	// a release may grant it the key (rowlease.Grant).
+	var g *rowlease.Grant
+	if listening && l.cfg.fair {
+		l.mu.Lock()
+		if !l.closed {
+			g = l.ln.Expect(key, owner, l.host, l.cfg.ttl)
 		}
-	}()
+		if g != nil {
+			l.fairWaiters.Add(1)
+		}
+		l.mu.Unlock()
+		if g == nil {
+			// Another waiter of this owner queued for the key here (or
+			// the Locker is closing): this one polls.
+			listening = false
+		} else {
+			defer func() {
+				l.ln.Unexpect(g)
+				// One that no longer waits leaves the queue, and gives
+				// back a grant it did not take: else the key stays
+				// with it for a lease.
+				if won == nil {
+					l.tbl.LeaveQueue(key, g)
+				}
+				l.fairWaiters.Done()
+			}()
+		}
+	}
+	last := rowlease.Attempt{Remaining: -1}
 	err = waitloop.Run(ctx, waitloop.Spec{
 		Queue:     l.waiters,
 		Key:       key,
@@ -169,13 +193,32 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ sqllock.
 		Backoff:   backoff.Exp{Min: time.Millisecond, Max: l.cfg.maxBackoff},
 		Closed:    l.done,
 		Block:     l.blockFor(key, &last),
+		Wake:      g.Wake(),
 		Try: func(ctx context.Context, t waitloop.Turn) (waitloop.Result, error) {
+			lease, heard, err := l.granted(ctx, key, owner, g)
+			if lease != nil || err != nil {
+				won, tries = lease, t.Tries+1
+				return waitloop.Result{Won: lease != nil, Remaining: -1}, err
+			}
 			// A queued first try, or one woken by a release, expects the
 			// key free.
 			c := rowlease.Claim{Key: key, Owner: owner, Host: l.host, TTL: l.cfg.ttl,
 				ExpectFree: t.Queued && (t.Tries == 0 || t.Woken), Fresh: fresh, Listening: listening}
+			if g != nil {
+				c.Entry, c.Above = g.Entry, g.Above()
+				c.Accept = c.Above >= 0
+				if heard > 0 {
+					// A grant heard but not usable as it came: this take
+					// takes it as its own.
+					c.Accept, c.Above = true, heard-1
+				}
+			}
+			sent := time.Now()
 			lease, a, err := l.try(ctx, c)
 			won, last, tries = lease, a, t.Tries+1
+			if g != nil && err == nil && lease == nil && a.Queued {
+				g.Queued(sent, a.Token)
+			}
 			return waitloop.Result{Won: lease != nil, Remaining: a.Remaining}, err
 		},
 	})
@@ -217,6 +260,43 @@ func (l *Locker) try(ctx context.Context, c rowlease.Claim) (*Lease, rowlease.At
 	_ = l.tbl.Release(ctx, c.Key, c.Owner, a.Token, 0)
 	l.waiters.Signal(c.Key)
 	return nil, a, errClosed
+}
+
+// granted returns a lease on key for owner from a grant g heard. It
+// returns no lease, and the grant's token (heard), when the lease cannot be
+// counted from the take that queued the entry: none was seen (its answer
+// was lost), or it was sent too long ago; the next take of the entry then
+// takes the grant as its own. A grant that arrives as the Locker closes
+// is given back.
+func (l *Locker) granted(ctx context.Context, key, owner string, g *rowlease.Grant) (_ *Lease, heard int64, _ error) {
+	if g == nil {
+		return nil, 0, nil
+	}
+	token, since, ok := g.Take()
+	if !ok || time.Since(since) > l.cfg.ttl/2 {
+		return nil, token, nil
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		l.voidGrant(ctx, key, g, token)
+		return nil, 0, errClosed
+	}
+	l.tries.Add(1)
+	l.mu.Unlock()
+	defer l.tries.Done()
+	if s := l.newLease(ctx, key, owner, rowlease.Attempt{Won: true, Token: token, Holds: 1}, since); s != nil {
+		return s, 0, nil
+	}
+	l.voidGrant(ctx, key, g, token)
+	return nil, 0, errClosed
+}
+
+// voidGrant gives back the grant of key to g under token.
+func (l *Locker) voidGrant(ctx context.Context, key string, g *rowlease.Grant, token int64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lease.ReleaseTimeout)
+	defer cancel()
+	_ = l.tbl.Void(ctx, key, g, token)
 }
 
 // blockFor returns the waitloop.Spec.Block of an Acquire of key: a wait
@@ -277,8 +357,6 @@ func notAcquired(key string, cause error) error {
 // holder when the try saw it.
 func refused(key string, a rowlease.Attempt) error {
 	switch {
-	case a.Promised:
-		return fmt.Errorf("tablelock: acquire %q: %w: free, but promised to the waiter queued first (WithFairness) for %v more", key, sqllock.ErrNotAcquired, a.Remaining.Round(time.Millisecond))
 	case a.Host == "":
 		return fmt.Errorf("tablelock: acquire %q: %w", key, sqllock.ErrNotAcquired)
 	case a.Remaining >= 0:
@@ -318,8 +396,11 @@ func (l *Locker) Close() error {
 		l.ln.Close()
 	}
 	// A try in flight either added its hold before closed was set (it is
-	// in holds) or gives back what it took.
+	// in holds) or gives back what it took. A fair waiter leaves its
+	// queue, and gives back a grant it did not take, before the table
+	// closes.
 	l.tries.Wait()
+	l.fairWaiters.Wait()
 	// Lost first, freed after: a holder learns of the end before anyone
 	// else can take its key.
 	for _, h := range holds {
@@ -330,12 +411,6 @@ func (l *Locker) Close() error {
 	defer cancel()
 	var errs []error
 	for _, h := range holds {
-		// In fair order a waiter of this Locker may have queued it for a
-		// key it frees now: out of the queue first, or the release would
-		// promise the key to this Locker, which waits no more.
-		if _, err := l.tbl.Leave(ctx, h.id.key); err != nil {
-			errs = append(errs, fmt.Errorf("leave the queue of %q: %w", h.id.key, err))
-		}
 		// By token: every hold of this holder, and nothing of a holder
 		// that took the key since.
 		if _, err := l.tbl.ForceRelease(ctx, h.id.key, h.token); err != nil && !errors.Is(err, sqllock.ErrNotHeld) {

@@ -30,6 +30,9 @@ type listener struct {
 	ch     string
 	call   string // the start of every Locker's call channel
 	callee string // the Locker the last call heard by next called
+	// granted: that call was a grant (fair order); next returned its
+	// whole payload, which ends with the key.
+	granted bool
 }
 
 func listen(t *testing.T, db *testdb.DB, table string) *listener {
@@ -69,8 +72,13 @@ func (ln *listener) next(t *testing.T, within time.Duration) string {
 	err := ln.conn.Raw(func(dc any) error {
 		n, err := dc.(interface{ Conn() *pgx.Conn }).Conn().WaitForNotification(ctx)
 		if err == nil {
-			payload, ln.callee = n.Payload, ""
-			if strings.HasPrefix(n.Channel, ln.call) {
+			payload, ln.callee, ln.granted = n.Payload, "", false
+			switch {
+			case strings.HasPrefix(n.Channel, ln.call) && strings.HasPrefix(n.Payload, "g"):
+				// A grant: "g", the token, the entry (the Locker's id
+				// first), the key.
+				ln.granted, ln.callee = true, n.Payload[21:37]
+			case strings.HasPrefix(n.Channel, ln.call):
 				ln.callee, payload = n.Payload[:16], n.Payload[16:]
 			}
 		}

@@ -150,22 +150,27 @@ func WithTransactionPooler() Option {
 }
 
 // WithFairness serves the waiters of a key across processes in the order
-// they queued (default off; PostgreSQL only). A release hands the key to
-// the Locker queued first (see Waiting in the package doc), and until that
-// Locker takes it, or 50ms have passed since the release, everyone else is
-// refused, the releaser included: no one cuts in line. A Locker whose
-// last waiter for the key gives up leaves the queue (one statement), and
-// one called all the same passes its turn to the next at once while it
-// still listens. One that does not take its turn in time (gone, paused)
-// loses it: after the 50ms the two Lockers queued next look, and the
-// first to come takes the key. Within one Locker its waiters queue in
-// arrival order as always.
+// they queued (default off; PostgreSQL only). Each waiting Acquire queues
+// an entry in the key's row, and the release that finds an entry first
+// *grants* the key to it, in the release's own statement: the waiter's
+// owner holds the key, under a new token, with the waiter's TTL from then
+// on, and the waiter is called with the token and holds the key when the
+// call arrives, without a statement of its own. No one cuts in line, the
+// releaser included, and a handoff costs one commit where it otherwise
+// costs a release and a take; on a hot key it is the fastest mode (README,
+// "Performance under concurrency"). Within one Locker waiters queue in
+// arrival order as always; a second waiter of an owner already waiting
+// for the key there polls instead of queuing.
 //
-// The price, on a hot key: the releaser can no longer take the key back at
-// once, so every turn is a handoff to another process, and a waiter looks
-// again, with a read, when a promise it was refused by runs out. Every
-// Locker on the table must use it: one without it cuts in. It needs the
-// calls of [WithNotify] (so the pgx stdlib driver) and conflicts with
+// The price: a waiter that is granted the key while it can no longer take
+// it holds it until it gives it back. One that gave up, or whose Locker is
+// closing, gives it back at once (the next entry is granted it). One whose
+// process died holds it for its TTL, as a holder that dies does; one paused
+// past its TTL loses it, and on resuming waits again. A grant's lease
+// counts from when the waiter's last refused claim was sent, so it ends
+// before the database's row does. Every Locker on the table should use
+// it: one without it takes a free key out of turn. It needs the calls of
+// [WithNotify] (so the pgx stdlib driver) and conflicts with
 // [WithTransactionPooler]; New refuses it on MySQL, MariaDB and SQLite,
 // whose lock tables keep no queue of waiters.
 func WithFairness(on bool) Option {

@@ -31,8 +31,15 @@ const callGrace = 50 * time.Millisecond
 const callerLen = 16
 
 // notice is one announcement heard: key was freed, and callee, when set,
-// is the id of the one Table the release called.
-type notice struct{ key, callee string }
+// is the id of the one Table the release called. A grant (parseGrant)
+// gave key to owner's entry of that Table, under token, for ttl.
+type notice struct {
+	key, callee  string
+	grant        bool
+	owner, entry string
+	token        int64
+	ttl          time.Duration // the grant's lease
+}
 
 // notifier is a store whose dialect announces freed keys to other
 // sessions (PostgreSQL NOTIFY).
@@ -69,6 +76,7 @@ type Listener struct {
 	wmu      sync.Mutex
 	watchers map[string]map[*watcher]struct{} // by payload
 	graces   map[string]*time.Timer           // by key: callGrace after another was called
+	grants   map[string]*Grant                // by key and owner: fair waiters (Expect)
 
 	beforeRelisten func() // tests: runs before each reconnection's LISTEN
 }
@@ -138,34 +146,25 @@ func (ln *Listener) Watch(ctx context.Context, payload string) (wake <-chan stru
 // but has no waiter left for the key. The waiters of a key another Locker
 // was called for (a copy of the call: this Locker is queued one or two
 // places after it) look after callGrace, unless that Locker has taken the
-// key and a later call is heard by then.
+// key and a later call is heard by then. A grant goes to its waiter's
+// slot (heardGrant); a copy of a grant to another Locker makes the waiters
+// here look when the grant's lease ends, unless a later call is heard by
+// then: the grantee may be gone.
 func (ln *Listener) heard(n notice) (pass bool) {
+	if n.grant && n.callee == ln.id {
+		return ln.heardGrant(n)
+	}
 	ln.wmu.Lock()
 	defer ln.wmu.Unlock()
+	if n.grant {
+		ln.lookAfter(n.key, n.ttl+time.Millisecond)
+		return false
+	}
 	for w := range ln.watchers[n.key] {
 		w.wake()
 	}
 	if n.callee != "" && n.callee != ln.id {
-		if !ln.w.Waiting(n.key) {
-			return false
-		}
-		if t := ln.graces[n.key]; t != nil {
-			t.Reset(callGrace)
-			return false
-		}
-		if ln.graces == nil {
-			ln.graces = make(map[string]*time.Timer)
-		}
-		var t *time.Timer
-		t = time.AfterFunc(callGrace, func() {
-			ln.wmu.Lock()
-			if ln.graces[n.key] == t {
-				delete(ln.graces, n.key)
-			}
-			ln.wmu.Unlock()
-			ln.w.Signal(n.key)
-		})
-		ln.graces[n.key] = t
+		ln.lookAfter(n.key, callGrace)
 		return false
 	}
 	if t := ln.graces[n.key]; t != nil && n.callee != "" {
@@ -175,6 +174,31 @@ func (ln *Listener) heard(n notice) (pass bool) {
 	}
 	woke := ln.w.Signal(n.key)
 	return n.callee != "" && !woke
+}
+
+// lookAfter wakes a waiter of key after d, if any waits, unless a later
+// copy of a call or grant for key resets the time. ln.wmu held.
+func (ln *Listener) lookAfter(key string, d time.Duration) {
+	if !ln.w.Waiting(key) {
+		return
+	}
+	if t := ln.graces[key]; t != nil {
+		t.Reset(d)
+		return
+	}
+	if ln.graces == nil {
+		ln.graces = make(map[string]*time.Timer)
+	}
+	var t *time.Timer
+	t = time.AfterFunc(d, func() {
+		ln.wmu.Lock()
+		if ln.graces[key] == t {
+			delete(ln.graces, key)
+		}
+		ln.wmu.Unlock()
+		ln.w.Signal(key)
+	})
+	ln.graces[key] = t
 }
 
 // wakeAll lets every waiter and watcher look again: announcements may

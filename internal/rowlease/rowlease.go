@@ -45,11 +45,11 @@ type Config struct {
 	// without waiting for the WAL flush, where the dialect can (PostgreSQL
 	// synchronous_commit = off for those statements only).
 	AsyncCommit bool
-	// Fair: a freed key goes to the waiting Locker its release called, in
-	// the order the Lockers queued in the row; anyone else is refused
-	// until it takes the key or callGrace has passed (where the dialect
-	// queues waiters: PostgreSQL; elsewhere Open refuses it). It needs
-	// Notify, and claimants that listen (Claim.Listening).
+	// Fair: waiters queue an entry each in the row, and the release
+	// grants the row to the first (see Grant), in the order they queued
+	// (where the dialect queues waiters: PostgreSQL; elsewhere Open
+	// refuses it). It needs Notify, and claimants that listen
+	// (Claim.Listening) with an entry (Claim.Entry).
 	Fair bool
 	// Unprepared: statements run unprepared (stmtcache.Cache.Direct), for
 	// a transaction-pooling proxy.
@@ -173,8 +173,16 @@ type Claim struct {
 	// before this take, so a refusal may queue the Table in the row to be
 	// called alone when the key is freed (where the dialect calls).
 	Listening bool
+	// Entry, in fair order, is the claimant's place in the queue
+	// (Grant.Entry), queued by a refusal instead of the Table's id.
+	Entry string
+	// Accept, in fair order: a row granted to Entry under a token larger
+	// than Above is taken as the claimant's own, the hold the grant gave
+	// (Grant.Above); otherwise a row its owner holds gets one hold more.
+	Accept bool
+	Above  int64
 
-	caller string // the Table's id when Listening
+	caller string // the Table's id (or Entry) when Listening
 }
 
 // Attempt is the outcome of one take.
@@ -190,10 +198,9 @@ type Attempt struct {
 	// HeldFor is how long the holder has held the row, when not won and
 	// the dialect tells (where it has gates); 0 otherwise.
 	HeldFor time.Duration
-	// Promised: not won because the key is free but promised to the
-	// Locker its release called (Config.Fair); Remaining is how long the
-	// promise lasts.
-	Promised bool
+	// Queued: in fair order, the claimant's Entry is in the row's queue
+	// after this take.
+	Queued bool
 }
 
 // Take runs one take of c.Key: the row is taken when it is free or
@@ -205,6 +212,9 @@ func (t *Table) Take(ctx context.Context, c Claim) (Attempt, error) {
 	}
 	if c.Listening {
 		c.caller = t.id
+		if t.cfg.Fair {
+			c.caller = c.Entry
+		}
 	}
 	a, err := t.st.take(ctx, t.h, c)
 	if err != nil {
@@ -299,25 +309,30 @@ func (t *Table) giveBack(c Claim, token int64) {
 	}
 }
 
-// Leave takes the Table out of key's queue of waiting Lockers, in fair
-// order (elsewhere it does nothing), where a release that calls a Locker
-// no longer waiting makes everyone else wait for its turn to run out. It
-// reports whether the Table was queued.
-func (t *Table) Leave(ctx context.Context, key string) (bool, error) {
+// Leave takes g's entry out of key's queue, in fair order (elsewhere it
+// does nothing), and voids a grant of the row to it that nobody took: a
+// release that granted the key to a waiter no longer waiting would keep
+// everyone else out for the entry's lease. It reports whether the entry
+// was queued or granted.
+func (t *Table) Leave(ctx context.Context, key string, g *Grant) (bool, error) {
 	q, ok := t.st.(queuer)
-	if !ok || !t.cfg.Fair {
+	if !ok || !t.cfg.Fair || g == nil {
 		return false, nil
 	}
-	n, err := q.leave(ctx, t.h, key, t.id)
-	return n > 0, err
+	n, err := q.leave(ctx, t.h, key, g.Entry)
+	if err != nil {
+		return false, err
+	}
+	v, err := q.void(ctx, t.h, key, g.owner, g.Entry, 0)
+	return n+v > 0, err
 }
 
-// LeaveQueue runs Leave in the background: the Table's last waiter for
-// key gave up. Afterwards Config.Freed is called with key: a waiter of
-// this process that came meanwhile, and may have found the Table queued
-// already, looks again and queues anew. Close waits for it.
-func (t *Table) LeaveQueue(key string) {
-	if _, ok := t.st.(queuer); !ok || !t.cfg.Fair {
+// LeaveQueue runs Leave in the background: the waiter of g gave up.
+// Afterwards Config.Freed is called with key: a waiter of this process
+// that came meanwhile, and may have found the entry queued already (one of
+// the same owner), looks again. Close waits for it.
+func (t *Table) LeaveQueue(key string, g *Grant) {
+	if _, ok := t.st.(queuer); !ok || !t.cfg.Fair || g == nil {
 		return
 	}
 	t.mu.Lock()
@@ -331,10 +346,22 @@ func (t *Table) LeaveQueue(key string) {
 		defer t.bg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), lease.ReleaseTimeout)
 		defer cancel()
-		if left, err := t.Leave(ctx, key); left && err == nil && t.cfg.Freed != nil {
+		if left, err := t.Leave(ctx, key, g); left && err == nil && t.cfg.Freed != nil {
 			t.cfg.Freed(key)
 		}
 	})
+}
+
+// Void gives back a grant of key to g's entry under token that its waiter
+// will not use (the Locker closed as it arrived): the row goes to the
+// entry queued next.
+func (t *Table) Void(ctx context.Context, key string, g *Grant, token int64) error {
+	q, ok := t.st.(queuer)
+	if !ok || g == nil {
+		return nil
+	}
+	_, err := q.void(ctx, t.h, key, g.owner, g.Entry, token)
+	return err
 }
 
 // Renew extends key's row to ttl from now if owner holds it under token,

@@ -46,8 +46,13 @@ type store interface {
 // queuer is a store whose rows queue the Lockers waiting for them, so
 // that it can serve them in order (Config.Fair).
 type queuer interface {
-	// leave takes caller out of key's queue; it returns the rows changed.
+	// leave takes caller (a Table's id, or an entry) out of key's queue;
+	// it returns the rows changed.
 	leave(ctx context.Context, h handle, key, caller string) (int64, error)
+	// void gives back a grant of key to owner's entry (under token, or
+	// whatever its token when 0) that nobody took; it returns the rows
+	// changed.
+	void(ctx context.Context, h handle, key, owner, entry string, token int64) (int64, error)
 }
 
 // statements are the texts of a store's statements, each read the same

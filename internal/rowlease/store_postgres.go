@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -21,13 +22,16 @@ func init() { register(sqllock.Postgres, newPostgres) }
 // channel in the statements that free a key.
 type postgresStore struct {
 	statements
-	q        struct{ take, takeFree, renew, release, releaseQuiet, releaseOwner, forceRelease, passOn, leave, audit, reap string }
+	q        struct{ take, takeFree, renew, release, releaseQuiet, releaseOwner, forceRelease, void, leave, audit, reap string }
 	channel  string // NOTIFY of a freed key to every listener
 	call     string // with a Locker's id, the channel that calls it (sqlutil.CallChannel)
 	announce bool   // Config.Notify
 	fair     bool   // Config.Fair
 	rows     seenRows
 	pgx      pgxDirect
+	// grantSync: a grant's commit waits for the WAL flush (not with
+	// Config.AsyncCommit).
+	grantSync bool
 }
 
 // maxQueued bounds a row's waiters: a Locker refused when the queue is
@@ -98,16 +102,16 @@ FROM ` + t + ` WHERE lock_key = $1 AND NOT EXISTS (SELECT 1 FROM got)`
 		// this Locker (or announces the key), and it listened before it
 		// tried; a holder whose lease merely expired is retried at its
 		// expiry, as before.
-		// free: the row is free for this claimant. In fair order a row
-		// freed by a release that called a queued Locker is promised to
-		// it: free for it alone until callGrace after the release (on the
-		// database clock), when the Lockers queued next look by
-		// themselves. Every new holder clears the call, so an expired
-		// row, whose holder never released it, is promised to nobody.
-		free, until := `t.expires_at <= now()`, `expires_at`
+		// In fair order a claimant queues its entry ($5, a Grant entry),
+		// and a release grants the row to the entry first in the queue:
+		// the row names its owner, and called keeps the entry until the
+		// grantee takes it as its own. accept: this claim is that
+		// grantee's, asking after a refusal that saw a holder under a
+		// smaller token ($6; -1 asks nothing), so the hold is the grant's
+		// and is not counted again.
+		free, accept := `t.expires_at <= now()`, `false`
 		if s.fair {
-			free = `(t.expires_at <= now() AND NOT ` + promised("t.") + `)`
-			until = `CASE WHEN expires_at > now() THEN expires_at ELSE expires_at + ` + graceSQL + ` END`
+			accept = `($6::bigint >= 0 AND t.owner = EXCLUDED.owner AND t.called = $5::text AND t.token > $6::bigint AND t.expires_at > now())`
 		}
 		take := `(` + free + ` OR t.owner = EXCLUDED.owner)`
 		asked := func(r string) string {
@@ -122,7 +126,7 @@ FROM ` + t + ` WHERE lock_key = $1 AND NOT EXISTS (SELECT 1 FROM got)`
 	` + proposed + `
 	ON CONFLICT (lock_key) DO UPDATE SET
 		token       = CASE WHEN ` + free + ` THEN ` + sqlutil.PostgresToken + ` ELSE t.token END,
-		hold_count  = CASE WHEN ` + free + ` THEN 1 WHEN t.owner = EXCLUDED.owner THEN t.hold_count + 1 ELSE t.hold_count END,
+		hold_count  = CASE WHEN ` + free + ` THEN 1 WHEN ` + accept + ` THEN t.hold_count WHEN t.owner = EXCLUDED.owner THEN t.hold_count + 1 ELSE t.hold_count END,
 		acquired_at = CASE WHEN ` + free + ` THEN now() ELSE t.acquired_at END,
 		expires_at  = CASE WHEN ` + take + ` THEN GREATEST(t.expires_at, EXCLUDED.expires_at) ELSE t.expires_at END,
 		owner       = CASE WHEN ` + take + ` THEN EXCLUDED.owner ELSE t.owner END,
@@ -132,23 +136,22 @@ FROM ` + t + ` WHERE lock_key = $1 AND NOT EXISTS (SELECT 1 FROM got)`
 		waiters     = CASE WHEN ` + take + ` THEN array_remove(t.waiters, $5::text)
 			WHEN ` + queue + ` AND NOT $5::text = ANY(t.waiters) THEN t.waiters || $5::text ELSE t.waiters END`
 		// The holder named, how long until the claim ends, and (in fair
-		// order) whether it is a promise: a refusal on a free row.
-		host, promise, promiseGot := `host`, ``, ``
+		// order) whether the claimant's entry is queued now.
+		queued, queuedGot := ``, ``
 		if s.fair {
 			s.q.take += `,
-		called      = CASE WHEN ` + free + ` THEN '' ELSE t.called END`
-			host = `CASE WHEN expires_at <= now() THEN '' ELSE host END`
-			promise, promiseGot = `, expires_at <= now()`, `, NOT won AND expires_at <= now()`
+		called      = CASE WHEN ` + free + ` OR ` + accept + ` THEN '' ELSE t.called END`
+			queued, queuedGot = `, $5::text = ANY(waiters)`, `, queued`
 		}
 		s.q.take += `
 	WHERE CASE WHEN ` + take + ` THEN true
 		ELSE set_config('synchronous_commit', 'off', true) = 'off' AND NOT ` + asked("t") + ` END
-	RETURNING t.owner = $2 AS won, t.token, t.hold_count, t.host, t.expires_at
+	RETURNING t.owner = $2 AS won, t.token, t.hold_count, t.host, t.expires_at, $5::text = ANY(t.waiters) AS queued
 )
-SELECT won, token, hold_count, CASE WHEN won THEN '' ELSE ` + host + ` END,
-	CASE WHEN won THEN 0::bigint ELSE (extract(epoch FROM ` + until + ` - now()) * 1000000)::bigint END` + promiseGot + ` FROM got
+SELECT won, token, hold_count, CASE WHEN won THEN '' ELSE host END,
+	CASE WHEN won THEN 0::bigint ELSE (extract(epoch FROM expires_at - now()) * 1000000)::bigint END` + queuedGot + ` FROM got
 UNION ALL
-SELECT false, token, hold_count, ` + host + `, (extract(epoch FROM ` + until + ` - now()) * 1000000)::bigint` + promise + `
+SELECT false, token, hold_count, host, (extract(epoch FROM expires_at - now()) * 1000000)::bigint` + queued + `
 FROM ` + t + ` WHERE lock_key = $1 AND NOT EXISTS (SELECT 1 FROM got)`
 	}
 	// A claim that expects the key free, on a quiet key whose row this
@@ -168,7 +171,6 @@ FROM ` + t + ` WHERE lock_key = $1 AND NOT EXISTS (SELECT 1 FROM got)`
 	whereFree := `expires_at <= now()`
 	if s.fair {
 		free += `, called = ''`
-		whereFree += ` AND NOT ` + promised("")
 	}
 	s.q.takeFree = `UPDATE ` + t + ` SET ` + free + from + `
 WHERE lock_key = $1 AND ` + whereFree + ` RETURNING token`
@@ -184,12 +186,26 @@ WHERE lock_key = $1 AND owner = $2 AND token = $3 AND expires_at > now()`
 	if cfg.AsyncCommit {
 		releaseFrom = from
 	}
-	release := `UPDATE ` + t + ` SET hold_count = hold_count - 1,
-		owner      = CASE WHEN hold_count > 1 THEN owner ELSE '' END,
-		expires_at = CASE WHEN hold_count > 1 THEN expires_at ELSE GREATEST(acquired_at + $4 * interval '1 microsecond', now()) END`
+	holds, owner := `hold_count - 1`, `CASE WHEN hold_count > 1 THEN owner ELSE '' END`
+	kept := `CASE WHEN hold_count > 1 THEN expires_at ELSE GREATEST(acquired_at + $4 * interval '1 microsecond', now()) END`
+	release := `UPDATE ` + t + ` SET hold_count = ` + holds + `,
+		owner      = ` + owner + `,
+		expires_at = ` + kept
 	held := `
 	WHERE lock_key = $1 AND owner = $2 AND token = $3 AND expires_at > now()`
-	s.q.release = s.announced(release+s.pop("hold_count <= 1")+releaseFrom+held, 5)
+	// A grant is a take, and waits for its flush like one.
+	s.grantSync = !cfg.AsyncCommit
+	if s.announce {
+		// The release's commit waits for its flush where it grants the
+		// row or keeps it ($4 > 0), as above.
+		sync := `$4::bigint <> 0`
+		if cfg.AsyncCommit {
+			sync = `false`
+		}
+		s.q.release = s.announced(`UPDATE `+t+` SET `+s.frees("hold_count <= 1", `acquired_at + $4 * interval '1 microsecond' <= now()`, holds, owner, kept)+syncFrom+held, 5, sync)
+	} else {
+		s.q.release = release + releaseFrom + held
+	}
 	// On a quiet key the release first runs without the queue and the
 	// calls, and only where nobody waits: the row is neither marked nor
 	// has anyone queued, read under its row lock (PostgreSQL rechecks the
@@ -198,20 +214,23 @@ WHERE lock_key = $1 AND owner = $2 AND token = $3 AND expires_at > now()`
 	// changed nothing; one that tries after finds the key free.
 	s.q.releaseQuiet = release + `,
 		called     = CASE WHEN hold_count <= 1 THEN '' ELSE called END` + releaseFrom + held + ` AND NOT wanted AND cardinality(waiters) = 0`
-	s.q.releaseOwner = s.announced(`UPDATE `+t+` SET hold_count = hold_count - 1,
-		owner      = CASE WHEN hold_count > 1 THEN owner ELSE '' END,
-		expires_at = CASE WHEN hold_count > 1 THEN expires_at ELSE now() END`+s.pop("hold_count <= 1")+`
-	WHERE lock_key = $1 AND owner = $2 AND expires_at > now()`, 3)
-	s.q.forceRelease = s.announced(`UPDATE `+t+` SET hold_count = 0, owner = '', expires_at = now()`+s.pop("true")+`
-	WHERE lock_key = $1 AND token = $2 AND expires_at > now()`, 3)
+	durable := `true`
+	if cfg.AsyncCommit {
+		durable = `false`
+	}
+	freed := `CASE WHEN hold_count > 1 THEN expires_at ELSE now() END`
+	s.q.releaseOwner = s.announced(`UPDATE `+t+` SET `+s.frees("hold_count <= 1", "true", holds, owner, freed)+syncFrom+`
+	WHERE lock_key = $1 AND owner = $2 AND expires_at > now()`, 3, durable)
+	s.q.forceRelease = s.announced(`UPDATE `+t+` SET `+s.frees("true", "true", "0", "''", "now()")+syncFrom+`
+	WHERE lock_key = $1 AND token = $2 AND expires_at > now()`, 3, durable)
 	if s.fair {
-		// A called Locker that has no waiter left for the key passes its
-		// turn to the Locker queued next, as the release would have, and
-		// the promise starts again: the others need not wait for it to
-		// run out, and keep their order. It changes only the queue and
-		// the call, so it does not wait for its WAL flush.
-		s.q.passOn = s.announced(`UPDATE `+t+` SET expires_at = now()`+s.pop("true")+noFlush+`
-	WHERE lock_key = $1 AND called = $2 AND expires_at <= now()`, 3)
+		// A grant nobody took as its own (its waiter gave up, or its
+		// Locker closed) is given back like a release, which grants the
+		// row to the entry queued next; $4, when not 0, is its token.
+		// Once taken (accept) called no longer names the entry, and this
+		// changes nothing.
+		s.q.void = s.announced(`UPDATE `+t+` SET `+s.frees("hold_count <= 1", "true", holds, owner, freed)+syncFrom+`
+	WHERE lock_key = $1 AND owner = $2 AND called = $3 AND ($4::bigint = 0 OR token = $4) AND expires_at > now()`, 5, durable)
 	}
 	// A Locker that no longer waits leaves the queue. It changes only the
 	// queue, so it does not wait for its WAL flush either.
@@ -265,55 +284,93 @@ FROM ` + t + ` WHERE expires_at > now() ORDER BY lock_key`
 // implicit transaction, and synchronous_commit is read at commit.
 const noFlush = ` FROM (SELECT set_config('synchronous_commit', 'off', true)) AS sc`
 
-// graceSQL is callGrace as an interval.
-var graceSQL = `interval '` + strconv.FormatInt(callGrace.Microseconds(), 10) + ` microseconds'`
+// syncFrom is the FROM clause of a statement made by announced: the
+// session's synchronous_commit, which the statement keeps where its commit
+// must wait for the WAL flush (set_config(..., true) in RETURNING lasts
+// for its implicit transaction, and synchronous_commit is read at commit).
+const syncFrom = ` FROM (SELECT current_setting('synchronous_commit') AS sc0) AS sc`
 
-// promised is the condition, in fair order, that a free row (its columns
-// prefixed with r) is promised to another claimant than $5: its release
-// called a Locker, less than callGrace ago.
-func promised(r string) string {
-	return `(` + r + `called <> '' AND ` + r + `called <> $5::text AND now() < ` + r + `expires_at + ` + graceSQL + `)`
-}
+// The parts of a queue entry of a fair Locker (Grant.Entry), read from
+// waiters[1] before the update: the lease length in microseconds, the
+// owner and the host.
+const (
+	entryTTL   = `substr(waiters[1], 17, 15)::bigint * interval '1 microsecond'`
+	entryOwner = `substr(waiters[1], 37, substr(waiters[1], 32, 2)::int)`
+	entryHost  = `substr(waiters[1], 37 + substr(waiters[1], 32, 2)::int, substr(waiters[1], 34, 3)::int)`
+)
 
-// pop is the SET items of a statement that frees a row when last holds:
-// it moves the first queued waiter to called, or leaves called empty.
-// Both right-hand sides read the row before the update.
-func (s *postgresStore) pop(last string) string {
+// frees is the SET list of a statement that gives holds back: holds, owner
+// and expires are hold_count, owner and expires_at after it (each reading
+// the row before the update). With announcements, a statement that leaves
+// no hold (last) pops the first queued entry: a bare Locker id is called
+// (announced), and a fair Locker's entry (longer: Grant) is *granted* the
+// row when it is free at once (free): the entry's owner holds it, one
+// hold, with a new token drawn under the row lock and the entry's lease
+// from now, and called keeps the entry until the grantee takes the row as
+// its own. Every right-hand side reads the row before the update.
+func (s *postgresStore) frees(last, free, holds, owner, expires string) string {
 	if !s.announce {
-		return ""
+		return `hold_count = ` + holds + `, owner = ` + owner + `, expires_at = ` + expires
 	}
-	return `,
-		called     = CASE WHEN ` + last + ` THEN COALESCE(waiters[1], '') ELSE called END,
-		waiters    = CASE WHEN ` + last + ` THEN waiters[2:] ELSE waiters END`
+	fair := `length(waiters[1]) > ` + strconv.Itoa(callerLen)
+	g := `(` + last + ` AND ` + free + ` AND ` + fair + `)`
+	// A fair entry stays queued while the row is kept (jobguard's
+	// hold-at-least): its waiter looks when the row expires.
+	pop := `(` + last + ` AND (waiters[1] IS NULL OR NOT ` + fair + ` OR ` + free + `))`
+	return `hold_count = CASE WHEN ` + g + ` THEN 1 ELSE ` + holds + ` END,
+		owner       = CASE WHEN ` + g + ` THEN ` + entryOwner + ` ELSE ` + owner + ` END,
+		expires_at  = CASE WHEN ` + g + ` THEN now() + ` + entryTTL + ` ELSE ` + expires + ` END,
+		host        = CASE WHEN ` + g + ` THEN ` + entryHost + ` ELSE host END,
+		token       = CASE WHEN ` + g + ` THEN ` + sqlutil.PostgresToken + ` ELSE token END,
+		acquired_at = CASE WHEN ` + g + ` THEN now() ELSE acquired_at END,
+		called      = CASE WHEN ` + pop + ` THEN COALESCE(waiters[1], '') WHEN ` + last + ` THEN '' ELSE called END,
+		waiters     = CASE WHEN ` + pop + ` THEN waiters[2:] ELSE waiters END`
 }
 
-// announced turns update, a statement that frees rows (with pop's SET
-// items), into one that also wakes the waiters of each key it left with
-// no hold: a key a refused claim marked wanted is announced on the
-// channel, parameter $ch, to every listener; otherwise the waiter popped
-// from the queue is called alone on its own channel ($ch+1 and its id),
-// and the call is copied to the two Lockers queued next, which look by
-// themselves if the key is not taken within callGrace (the one called may
-// be gone, and so may the first of them). Only those three sessions and
-// Lockers wake, not every listener. The NOTIFY rides in the same
-// statement, one round trip, and is delivered only if it commits. A key
-// nobody waits for is not announced: a transaction that queued a NOTIFY
-// takes a database-wide lock at commit, which would queue every release
-// behind every other. Without announcements it is update itself.
-func (s *postgresStore) announced(update string, ch int) string {
+// granted is true, on a row a statement made by frees left, when that
+// statement granted it: only a grant sets acquired_at in such a statement,
+// and now() is its transaction's start.
+const granted = `(acquired_at = now() AND length(called) > 16)`
+
+// announced turns update, a statement that frees rows (with frees' SET
+// items and syncFrom), into one that also wakes the waiters of each key it
+// left with no hold: a key a refused claim marked wanted is announced on
+// the channel, parameter $ch, to every listener; a key granted to an entry
+// is announced to that entry's Locker, on its own channel ($ch+1 and its
+// id), with the token and the entry (Grant), and copied to the two
+// queued next, which look when the grant's lease ends (the grantee may be
+// gone); otherwise the Locker popped from the queue is called alone on
+// its own channel, and the call is copied to the two Lockers queued next,
+// which look by themselves if the key is not taken within callGrace (the
+// one called may be gone, and so may the first of them). Only those sessions and Lockers wake, not every
+// listener. The NOTIFY rides in the same statement, one round trip, and is
+// delivered only if it commits. A key nobody waits for is not announced: a
+// transaction that queued a NOTIFY takes a database-wide lock at commit,
+// which would queue every release behind every other. Its commit waits for
+// the WAL flush where sync holds on a row it left, or it granted one
+// (unless Config.AsyncCommit). Without announcements it is update itself.
+func (s *postgresStore) announced(update string, ch int, sync string) string {
 	if !s.announce {
 		return update
 	}
+	if s.grantSync {
+		sync = `(` + sync + `) OR ` + granted
+	}
 	all, one := "$"+strconv.Itoa(ch), "$"+strconv.Itoa(ch+1)
+	const grant = `'g' || lpad(token::text, 20, '0') || called || lock_key`
 	return `WITH r AS (
 	` + update + `
-	RETURNING lock_key, hold_count, wanted, called, waiters[1] AS next, waiters[2] AS after
+	RETURNING lock_key, hold_count, wanted, called, token, waiters[1] AS next, waiters[2] AS after, ` + granted + ` AS granted,
+		set_config('synchronous_commit', CASE WHEN ` + sync + ` THEN sc.sc0 ELSE 'off' END, true)
 )
-SELECT CASE WHEN hold_count > 0 THEN NULL
+SELECT CASE WHEN granted THEN pg_notify(` + one + ` || left(called, 16), ` + grant + `)::text
+		|| CASE WHEN next IS NOT NULL THEN pg_notify(` + one + ` || left(next, 16), ` + grant + `)::text ELSE '' END
+		|| CASE WHEN after IS NOT NULL THEN pg_notify(` + one + ` || left(after, 16), ` + grant + `)::text ELSE '' END
+	WHEN hold_count > 0 THEN NULL
 	WHEN wanted THEN pg_notify(` + all + `, lock_key)::text
 	WHEN called <> '' THEN pg_notify(` + one + ` || called, called || lock_key)::text
-		|| CASE WHEN next IS NOT NULL THEN pg_notify(` + one + ` || next, called || lock_key)::text ELSE '' END
-		|| CASE WHEN after IS NOT NULL THEN pg_notify(` + one + ` || after, called || lock_key)::text ELSE '' END END FROM r`
+		|| CASE WHEN next IS NOT NULL THEN pg_notify(` + one + ` || left(next, 16), called || lock_key)::text ELSE '' END
+		|| CASE WHEN after IS NOT NULL THEN pg_notify(` + one + ` || left(after, 16), called || lock_key)::text ELSE '' END END FROM r`
 }
 
 // changed runs a statement made by announced and returns the rows it
@@ -346,7 +403,12 @@ func (s *postgresStore) take(ctx context.Context, h handle, c Claim) (Attempt, e
 	}
 	dest := []any{&a.Won, &a.Token, &a.Holds, &a.Host, &left}
 	if s.fair {
-		dest = append(dest, &a.Promised)
+		above := int64(-1)
+		if c.Accept {
+			above = c.Above
+		}
+		args = append(args, above)
+		dest = append(dest, &a.Queued)
 	}
 	err := s.pgx.queryRow(ctx, h, s.q.take, args, dest...)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -363,6 +425,10 @@ func (s *postgresStore) take(ctx context.Context, h handle, c Claim) (Attempt, e
 
 func (s *postgresStore) leave(ctx context.Context, h handle, key, caller string) (int64, error) {
 	return s.pgx.exec(ctx, h, s.q.leave, key, caller)
+}
+
+func (s *postgresStore) void(ctx context.Context, h handle, key, owner, entry string, token int64) (int64, error) {
+	return s.changed(ctx, h, s.q.void, key, owner, entry, token)
 }
 
 func (s *postgresStore) renew(ctx context.Context, h handle, key, owner string, token int64, ttl time.Duration) (int64, error) {
@@ -420,10 +486,11 @@ func (s *postgresStore) reap(ctx context.Context, db *sql.DB, grace time.Duratio
 // listen holds one session of db that LISTENs on the table's channel and
 // on the call channel of the Table id, and hands heard each announcement
 // and call, until ctx ends or the session fails; a call heard returns
-// true for is announced on that session to every listener (in fair order,
-// passed on to the Locker queued next). The session is
-// discarded afterwards rather than returned to the pool still listening. It needs the pgx stdlib driver: with another
-// it returns ErrCannotListen.
+// true for is announced on that session to every listener, and a grant
+// heard returns true for is voided there (the row goes to the entry
+// queued next). The session is discarded afterwards rather than returned
+// to the pool still listening. It needs the pgx stdlib driver: with
+// another it returns ErrCannotListen.
 func (s *postgresStore) listen(ctx context.Context, db *sql.DB, id string, onReady func(), heard func(notice) bool) error {
 	err := onPgx(ctx, db, func(c *pgx.Conn) error {
 		mine := s.call + id
@@ -439,6 +506,11 @@ func (s *postgresStore) listen(ctx context.Context, db *sql.DB, id string, onRea
 			}
 			var no notice
 			switch {
+			case n.Channel == mine && strings.HasPrefix(n.Payload, "g"):
+				var ok bool
+				if no, ok = parseGrant(n.Payload); !ok {
+					continue // not sqllock's
+				}
 			case n.Channel == mine && len(n.Payload) > callerLen:
 				no = notice{key: n.Payload[callerLen:], callee: n.Payload[:callerLen]}
 			case n.Channel == mine:
@@ -448,8 +520,11 @@ func (s *postgresStore) listen(ctx context.Context, db *sql.DB, id string, onRea
 			}
 			if heard(no) {
 				q, args := "SELECT pg_notify($1, $2)", []any{s.channel, no.key}
-				if s.fair {
-					q, args = s.q.passOn, []any{no.key, id, s.channel, s.call}
+				if no.grant {
+					if s.q.void == "" {
+						continue
+					}
+					q, args = s.q.void, []any{no.key, no.owner, no.entry, no.token, s.channel, s.call}
 				}
 				if _, err := c.Exec(ctx, q, args...); err != nil {
 					return errors.Join(err, driver.ErrBadConn)

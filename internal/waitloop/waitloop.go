@@ -85,6 +85,9 @@ type Spec struct {
 	// waiter pauses instead. It must return soon after ctx ends, leaving
 	// nothing waiting in the server.
 	Block func(ctx context.Context, d time.Duration) (got, ok bool)
+	// Wake, when set, receives when this waiter alone should try again
+	// (a grant of the key to it: rowlease.Grant); nil never does.
+	Wake <-chan struct{}
 }
 
 // Run makes tries until one wins (nil), the context ends (ctx.Err()), a
@@ -158,6 +161,7 @@ func Run(ctx context.Context, s Spec) error {
 		t := time.NewTimer(pause(&s, &e, r, head))
 		select {
 		case <-wake:
+		case <-s.Wake:
 		case <-t.C:
 		case <-s.Closed:
 		case <-ctx.Done():
@@ -185,6 +189,7 @@ func block(ctx context.Context, s *Spec, wake <-chan struct{}, remaining time.Du
 	case r := <-done:
 		return r.got, r.ok, false
 	case <-wake:
+	case <-s.Wake:
 	case <-s.Closed:
 	case <-ctx.Done():
 	}

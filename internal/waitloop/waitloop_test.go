@@ -92,6 +92,50 @@ func TestWaiterWokenByRelease(t *testing.T) {
 	}
 }
 
+// TestWakeTriesAgain: a waiter's own Wake makes it try again at once,
+// while the waiter queued ahead of it in the process, woken by nothing,
+// sleeps on: a grant is for one waiter.
+func TestWakeTriesAgain(t *testing.T) {
+	q := waitq.New(waitq.Coalesce)
+	l := lock{held: true}
+	ahead := make(chan error, 1)
+	actx, acancel := context.WithCancel(context.Background())
+	defer acancel()
+	go func() {
+		ahead <- Run(actx, Spec{Queue: q, Key: "k", Wait: true, Backoff: slow, Try: l.try})
+	}()
+	time.Sleep(20 * time.Millisecond)
+	wake := make(chan struct{}, 1)
+	var tries atomic.Int32
+	granted := atomic.Bool{}
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(context.Background(), Spec{Queue: q, Key: "k", Wait: true, Backoff: slow, Wake: wake,
+			Try: func(context.Context, Turn) (Result, error) {
+				tries.Add(1)
+				return Result{Won: granted.Load(), Remaining: -1}, nil
+			}})
+	}()
+	time.Sleep(20 * time.Millisecond)
+	granted.Store(true)
+	wake <- struct{}{}
+	select {
+	case err := <-done:
+		if err != nil || tries.Load() != 1 {
+			t.Fatalf("woken waiter = %v after %d tries; want a win at its first try (queued behind another, it waits first)", err, tries.Load())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wake did not make the waiter try again")
+	}
+	select {
+	case err := <-ahead:
+		t.Fatalf("the waiter ahead returned %v; nothing woke it", err)
+	default:
+	}
+	acancel()
+	<-ahead
+}
+
 func TestCancelLeavesQueue(t *testing.T) {
 	q := waitq.New(waitq.Coalesce)
 	l := lock{held: true}

@@ -1,0 +1,208 @@
+package rowlease
+
+import (
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// Grants, in fair order (Config.Fair): a waiting fair Locker queues an
+// entry per owner in the row, and the release that finds an entry first in
+// the queue hands the row straight to it (store_postgres.go, frees): the
+// entry's owner holds it, under a new token, with the entry's lease from
+// then on. The release calls the entry's Locker with the token, and the
+// waiter holds the key when the call arrives: a handoff costs one commit,
+// not a release and then a take.
+//
+// Two ways to learn of a grant, and each is taken once:
+//   - the call, heard by the Locker's Listener and handed to the waiter's
+//     Grant slot; the waiter holds the key without a statement, and its
+//     lease counts from when it sent the last take that found its entry
+//     queued (the grant, and so the row's expiry, came later);
+//   - a take of the waiter's own (after a reconnection, or a wake-up of
+//     this process), which finds the row granted to its entry and takes
+//     it as its own (accept), clearing called; the call, if it comes
+//     later, then finds nothing to void.
+//
+// A grant nobody takes (the waiter gave up, its Locker closed) is voided:
+// given back like a release, which grants the row to the next entry. A
+// Locker that dies with its entry queued holds the key, when its turn
+// comes, for the entry's lease, as a holder that dies does.
+
+// Entry lengths: the Table's id, the lease in microseconds, the owner's
+// and the host's lengths in characters.
+const (
+	entryTTLLen   = 15
+	entryOwnerLen = 2
+	entryHostLen  = 3
+	entryHead     = callerLen + entryTTLLen + entryOwnerLen + entryHostLen
+	maxEntryHost  = 255 // the host column's length
+)
+
+// entry is the queue entry of owner's waiter in the Table id: id, the
+// lease a grant gives (ttl, in microseconds, 15 digits), the owner's and
+// host's lengths in characters (2 and 3 digits), the owner and the host.
+// The release reads a grant's holder from it. ok is false when the lease
+// does not fit in 15 digits.
+func entry(id, owner, host string, ttl time.Duration) (string, bool) {
+	us := micros(ttl)
+	if us <= 0 || us >= 1e15 {
+		return "", false
+	}
+	if utf8.RuneCountInString(host) > maxEntryHost {
+		host = string([]rune(host)[:maxEntryHost])
+	}
+	return fmt.Sprintf("%s%015d%02d%03d%s%s", id, us, utf8.RuneCountInString(owner), utf8.RuneCountInString(host), owner, host), true
+}
+
+// parseGrant reads the payload of a call that granted a key to an entry
+// (store_postgres.go, announced): "g", the token in 20 digits, the entry
+// and the key.
+func parseGrant(payload string) (n notice, ok bool) {
+	const tokenLen = 20
+	if len(payload) < 1+tokenLen+entryHead || payload[0] != 'g' {
+		return notice{}, false
+	}
+	token, err := strconv.ParseInt(payload[1:1+tokenLen], 10, 64)
+	if err != nil || token <= 0 {
+		return notice{}, false
+	}
+	e := payload[1+tokenLen:]
+	olen, err1 := strconv.Atoi(e[callerLen+entryTTLLen : callerLen+entryTTLLen+entryOwnerLen])
+	hlen, err2 := strconv.Atoi(e[callerLen+entryTTLLen+entryOwnerLen : entryHead])
+	us, err3 := strconv.ParseInt(e[callerLen:callerLen+entryTTLLen], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return notice{}, false
+	}
+	i := entryHead
+	owner := ""
+	for k := 0; k < olen+hlen; k++ {
+		if i >= len(e) {
+			return notice{}, false
+		}
+		_, size := utf8.DecodeRuneInString(e[i:])
+		i += size
+		if k == olen-1 {
+			owner = e[entryHead:i]
+		}
+	}
+	return notice{key: e[i:], callee: e[:callerLen], grant: true, owner: owner, entry: e[:i], token: token,
+		ttl: time.Duration(us) * time.Microsecond}, true
+}
+
+// Grant is the slot of one waiting fair Acquire (Listener.Expect): the
+// Listener hands it the token of a grant of its key to its entry.
+type Grant struct {
+	// Entry is the waiter's place in the row's queue (Claim.Entry).
+	Entry string
+	key   string
+	owner string
+	wake  chan struct{}
+
+	mu       sync.Mutex
+	token    int64     // a grant heard and not yet used; 0 when none
+	queuedAt time.Time // when the last take that found Entry queued was sent
+	above    int64     // the holder's token that take saw
+}
+
+// Wake receives a value when a grant arrives; nil for a nil g.
+func (g *Grant) Wake() <-chan struct{} {
+	if g == nil {
+		return nil
+	}
+	return g.wake
+}
+
+// Queued records a take sent at sent that was refused by a holder under
+// token and found the entry queued: a grant to the entry comes after it.
+func (g *Grant) Queued(sent time.Time, token int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.queuedAt, g.above = sent, token
+}
+
+// Above is the holder's token the last take that found the entry queued
+// saw, or -1 before any (Claim.AcceptAbove): only a grant, later, has a
+// larger token.
+func (g *Grant) Above() int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.queuedAt.IsZero() {
+		return -1
+	}
+	return g.above
+}
+
+// Take returns the token of a grant heard and not yet used (0 when none),
+// and when the last take that found the entry queued was sent: the lease
+// counts from then. ok is false when no grant was heard, or no such take
+// was seen (its answer was lost).
+func (g *Grant) Take() (token int64, since time.Time, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	token, g.token = g.token, 0
+	return token, g.queuedAt, token > 0 && !g.queuedAt.IsZero()
+}
+
+func (g *Grant) deliver(token int64) {
+	g.mu.Lock()
+	g.token = token
+	g.mu.Unlock()
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Expect returns the slot of owner's waiter of key, whose entry its takes
+// queue (Claim.Entry), or nil when another waiter of the owner expects the
+// key in this Locker (it waits without an entry) or the entry cannot be
+// made. End it with Unexpect.
+func (ln *Listener) Expect(key, owner, host string, ttl time.Duration) *Grant {
+	e, ok := entry(ln.id, owner, host, ttl)
+	if !ok {
+		return nil
+	}
+	ln.wmu.Lock()
+	defer ln.wmu.Unlock()
+	id := key + "\x00" + owner
+	if ln.grants[id] != nil {
+		return nil
+	}
+	if ln.grants == nil {
+		ln.grants = make(map[string]*Grant)
+	}
+	g := &Grant{Entry: e, key: key, owner: owner, wake: make(chan struct{}, 1)}
+	ln.grants[id] = g
+	return g
+}
+
+// Unexpect ends g: a call heard later is voided.
+func (ln *Listener) Unexpect(g *Grant) {
+	ln.wmu.Lock()
+	defer ln.wmu.Unlock()
+	id := g.key + "\x00" + g.owner
+	if ln.grants[id] == g {
+		delete(ln.grants, id)
+	}
+}
+
+// heardGrant hands a grant to the slot expecting it, and reports false; or
+// true when none does, and the grant is to be voided.
+func (ln *Listener) heardGrant(n notice) bool {
+	ln.wmu.Lock()
+	defer ln.wmu.Unlock()
+	g := ln.grants[n.key+"\x00"+n.owner]
+	if g == nil || g.Entry != n.entry {
+		return true
+	}
+	if t := ln.graces[n.key]; t != nil {
+		// The grant of an earlier copy has nothing left to do.
+		t.Stop()
+		delete(ln.graces, n.key)
+	}
+	g.deliver(n.token)
+	return false
+}
