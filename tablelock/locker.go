@@ -177,7 +177,10 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ sqllock.
 				// back a grant it did not take: else the key stays
 				// with it for a lease.
 				if won == nil {
-					l.tbl.LeaveQueue(key, g)
+					// A hold of this owner still in use here (an
+					// earlier grant to the same entry) is older than
+					// any grant to this waiter.
+					l.tbl.LeaveQueue(key, g, max(g.Above(), l.heldToken(key, owner)))
 				}
 				l.fairWaiters.Done()
 			}()
@@ -337,6 +340,17 @@ func (l *Locker) isClosed() bool {
 	default:
 		return false
 	}
+}
+
+// heldToken is the token under which owner holds key through this
+// Locker, or 0.
+func (l *Locker) heldToken(key, owner string) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if h := l.holds[holdID{key, owner}]; h != nil {
+		return h.token
+	}
+	return 0
 }
 
 // holding reports whether owner holds key through this Locker.

@@ -2,9 +2,7 @@ package rowlease_test
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -19,23 +17,12 @@ import (
 // The grantee's own take then takes that hold as its own (Accept), still
 // one hold, and clears the grant, so its next take counts one hold more; a
 // take that may not accept counts the grant's hold as a reentrant one. A
-// grant nobody took is given back (Leave), and the key is free.
+// grant nobody took is given back (Leave), and the key is free; one under
+// a token the caller still uses is not.
 func TestGrantTakenOnce(t *testing.T) {
 	db := testdb.Open(t, sqllock.Postgres)
 	ctx := context.Background()
-	name := fmt.Sprintf("rl_grant_%x", rand.Uint64())
-	if err := rowlease.CreateTable(ctx, db.DB, db.Dialect, name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Exec("DROP TABLE " + name) })
-	open := func() *rowlease.Table {
-		tbl, err := rowlease.Open(db.DB, db.Dialect, rowlease.Config{Table: name, Notify: true, Fair: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { tbl.Close() })
-		return tbl
-	}
+	open := opener(t, db, rowlease.Config{Table: newTable(t, db), Notify: true, Fair: true})
 	a, b := open(), open()
 	ln := b.Listener(waitq.New(waitq.Coalesce), slog.Default())
 	t.Cleanup(ln.Close)
@@ -97,8 +84,15 @@ func TestGrantTakenOnce(t *testing.T) {
 	if err := b.Release(ctx, "k", "w", granted, 0); err != nil {
 		t.Fatal(err)
 	}
-	// The grant's hold is left, and no one will use it: given back.
-	if left, err := b.Leave(ctx, "k", g); err != nil || !left {
+	// The grant's hold is left. Leaving above its token (a hold still in
+	// use) leaves it alone; below, it is given back.
+	if left, err := b.Leave(ctx, "k", g, granted); err != nil || left {
+		t.Fatalf("Leave above the grant's token = %v, %v; want nothing given back", left, err)
+	}
+	if r := row(); r.Owner != "w" || r.Holds != 1 {
+		t.Fatalf("after a Leave above its token the row is %+v; want it still w's", r)
+	}
+	if left, err := b.Leave(ctx, "k", g, 0); err != nil || !left {
 		t.Fatalf("Leave = %v, %v; want the grant given back", left, err)
 	}
 	if infos, err := a.List(ctx); err != nil || len(infos) != 0 {

@@ -2,9 +2,7 @@ package rowlease_test
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -22,16 +20,8 @@ func TestWatch(t *testing.T) {
 	db := testdb.Open(t, sqllock.Postgres)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	name := fmt.Sprintf("rl_watch_%x", rand.Uint64())
-	if err := rowlease.CreateTable(ctx, db.DB, db.Dialect, name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Exec("DROP TABLE " + name) })
-	tbl, err := rowlease.Open(db.DB, db.Dialect, rowlease.Config{Table: name, Notify: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tbl.Close() })
+	name := newTable(t, db)
+	tbl := opener(t, db, rowlease.Config{Table: name, Notify: true})()
 	channel := sqlutil.NotifyChannel(name)
 	ln := tbl.Listener(waitq.New(waitq.Coalesce), slog.New(slog.DiscardHandler))
 	t.Cleanup(ln.Close)

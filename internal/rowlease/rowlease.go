@@ -310,11 +310,13 @@ func (t *Table) giveBack(c Claim, token int64) {
 }
 
 // Leave takes g's entry out of key's queue, in fair order (elsewhere it
-// does nothing), and voids a grant of the row to it that nobody took: a
-// release that granted the key to a waiter no longer waiting would keep
-// everyone else out for the entry's lease. It reports whether the entry
-// was queued or granted.
-func (t *Table) Leave(ctx context.Context, key string, g *Grant) (bool, error) {
+// does nothing), and voids a grant of the row to it under a token above
+// above, which nobody took: a release that granted the key to a waiter no
+// longer waiting would keep everyone else out for the entry's lease. above
+// is at least the token of a hold of g's owner on key that the caller
+// still uses (an earlier grant to the same entry), which is left alone. It
+// reports whether the entry was queued or granted.
+func (t *Table) Leave(ctx context.Context, key string, g *Grant, above int64) (bool, error) {
 	q, ok := t.st.(queuer)
 	if !ok || !t.cfg.Fair || g == nil {
 		return false, nil
@@ -323,7 +325,7 @@ func (t *Table) Leave(ctx context.Context, key string, g *Grant) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	v, err := q.void(ctx, t.h, key, g.owner, g.Entry, 0)
+	v, err := q.void(ctx, t.h, key, g.owner, g.Entry, 0, max(above, 0))
 	return n+v > 0, err
 }
 
@@ -331,7 +333,7 @@ func (t *Table) Leave(ctx context.Context, key string, g *Grant) (bool, error) {
 // Afterwards Config.Freed is called with key: a waiter of this process
 // that came meanwhile, and may have found the entry queued already (one of
 // the same owner), looks again. Close waits for it.
-func (t *Table) LeaveQueue(key string, g *Grant) {
+func (t *Table) LeaveQueue(key string, g *Grant, above int64) {
 	if _, ok := t.st.(queuer); !ok || !t.cfg.Fair || g == nil {
 		return
 	}
@@ -346,7 +348,7 @@ func (t *Table) LeaveQueue(key string, g *Grant) {
 		defer t.bg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), lease.ReleaseTimeout)
 		defer cancel()
-		if left, err := t.Leave(ctx, key, g); left && err == nil && t.cfg.Freed != nil {
+		if left, err := t.Leave(ctx, key, g, above); left && err == nil && t.cfg.Freed != nil {
 			t.cfg.Freed(key)
 		}
 	})
@@ -360,7 +362,7 @@ func (t *Table) Void(ctx context.Context, key string, g *Grant, token int64) err
 	if !ok || g == nil {
 		return nil
 	}
-	_, err := q.void(ctx, t.h, key, g.owner, g.Entry, token)
+	_, err := q.void(ctx, t.h, key, g.owner, g.Entry, token, 0)
 	return err
 }
 

@@ -19,17 +19,34 @@ func TestMain(m *testing.M) { testdb.VerifyNoLeaks(m) }
 // ends.
 func table(t *testing.T, db *testdb.DB, cfg rowlease.Config) *rowlease.Table {
 	t.Helper()
-	cfg.Table = fmt.Sprintf("rl_test_%x", rand.Uint64())
-	if err := rowlease.CreateTable(context.Background(), db.DB, db.Dialect, cfg.Table); err != nil {
+	cfg.Table = newTable(t, db)
+	return opener(t, db, cfg)()
+}
+
+// newTable creates a lock table private to the test, dropped when it ends,
+// and returns its name.
+func newTable(t *testing.T, db *testdb.DB) string {
+	t.Helper()
+	name := fmt.Sprintf("rl_test_%x", rand.Uint64())
+	if err := rowlease.CreateTable(context.Background(), db.DB, db.Dialect, name); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Exec("DROP TABLE " + cfg.Table) })
-	tbl, err := rowlease.Open(db.DB, db.Dialect, cfg)
-	if err != nil {
-		t.Fatal(err)
+	t.Cleanup(func() { db.Exec("DROP TABLE " + name) })
+	return name
+}
+
+// opener returns a function that opens a Table of cfg, closed when the test
+// ends: several Tables on one lock table stand for several processes.
+func opener(t *testing.T, db *testdb.DB, cfg rowlease.Config) func() *rowlease.Table {
+	return func() *rowlease.Table {
+		t.Helper()
+		tbl, err := rowlease.Open(db.DB, db.Dialect, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tbl.Close() })
+		return tbl
 	}
-	t.Cleanup(func() { tbl.Close() })
-	return tbl
 }
 
 func TestOpenRefusesBadInput(t *testing.T) {
@@ -206,19 +223,8 @@ func TestLive(t *testing.T) {
 func TestFreeTakeLeavesQueue(t *testing.T) {
 	db := testdb.Open(t, sqllock.Postgres)
 	ctx := context.Background()
-	cfg := rowlease.Config{Notify: true, Table: fmt.Sprintf("rl_test_%x", rand.Uint64())}
-	if err := rowlease.CreateTable(ctx, db.DB, db.Dialect, cfg.Table); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Exec("DROP TABLE " + cfg.Table) })
-	open := func() *rowlease.Table {
-		tbl, err := rowlease.Open(db.DB, db.Dialect, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { tbl.Close() })
-		return tbl
-	}
+	cfg := rowlease.Config{Notify: true, Table: newTable(t, db)}
+	open := opener(t, db, cfg)
 	holder, first, second, poller := open(), open(), open(), open()
 	claim := func(owner string, listening, free bool) rowlease.Claim {
 		return rowlease.Claim{Key: "k", Owner: owner, Host: "h", TTL: time.Minute, Listening: listening, ExpectFree: free}

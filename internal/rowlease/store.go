@@ -49,10 +49,10 @@ type queuer interface {
 	// leave takes caller (a Table's id, or an entry) out of key's queue;
 	// it returns the rows changed.
 	leave(ctx context.Context, h handle, key, caller string) (int64, error)
-	// void gives back a grant of key to owner's entry (under token, or
-	// whatever its token when 0) that nobody took; it returns the rows
-	// changed.
-	void(ctx context.Context, h handle, key, owner, entry string, token int64) (int64, error)
+	// void gives back a grant of key to owner's entry that nobody took:
+	// the one under token, or with token 0 one under a token above above;
+	// it returns the rows changed.
+	void(ctx context.Context, h handle, key, owner, entry string, token, above int64) (int64, error)
 }
 
 // statements are the texts of a store's statements, each read the same

@@ -214,10 +214,8 @@ WHERE lock_key = $1 AND owner = $2 AND token = $3 AND expires_at > now()`
 	// changed nothing; one that tries after finds the key free.
 	s.q.releaseQuiet = release + `,
 		called     = CASE WHEN hold_count <= 1 THEN '' ELSE called END` + releaseFrom + held + ` AND NOT wanted AND cardinality(waiters) = 0`
-	durable := `true`
-	if cfg.AsyncCommit {
-		durable = `false`
-	}
+	// These wait for their flush, as before grants, with AsyncCommit too.
+	const durable = `true`
 	freed := `CASE WHEN hold_count > 1 THEN expires_at ELSE now() END`
 	s.q.releaseOwner = s.announced(`UPDATE `+t+` SET `+s.frees("hold_count <= 1", "true", holds, owner, freed)+syncFrom+`
 	WHERE lock_key = $1 AND owner = $2 AND expires_at > now()`, 3, durable)
@@ -226,11 +224,13 @@ WHERE lock_key = $1 AND owner = $2 AND token = $3 AND expires_at > now()`
 	if s.fair {
 		// A grant nobody took as its own (its waiter gave up, or its
 		// Locker closed) is given back like a release, which grants the
-		// row to the entry queued next; $4, when not 0, is its token.
-		// Once taken (accept) called no longer names the entry, and this
-		// changes nothing.
+		// row to the entry queued next: the grant under token $4, or,
+		// with $4 = 0, one under a token above $5 (a grant of the entry
+		// its Locker holds under an older token is in use). Once taken
+		// (accept) called no longer names the entry, and this changes
+		// nothing.
 		s.q.void = s.announced(`UPDATE `+t+` SET `+s.frees("hold_count <= 1", "true", holds, owner, freed)+syncFrom+`
-	WHERE lock_key = $1 AND owner = $2 AND called = $3 AND ($4::bigint = 0 OR token = $4) AND expires_at > now()`, 5, durable)
+	WHERE lock_key = $1 AND owner = $2 AND called = $3 AND (token = $4 OR ($4::bigint = 0 AND token > $5::bigint)) AND expires_at > now()`, 6, durable)
 	}
 	// A Locker that no longer waits leaves the queue. It changes only the
 	// queue, so it does not wait for its WAL flush either.
@@ -427,8 +427,8 @@ func (s *postgresStore) leave(ctx context.Context, h handle, key, caller string)
 	return s.pgx.exec(ctx, h, s.q.leave, key, caller)
 }
 
-func (s *postgresStore) void(ctx context.Context, h handle, key, owner, entry string, token int64) (int64, error) {
-	return s.changed(ctx, h, s.q.void, key, owner, entry, token)
+func (s *postgresStore) void(ctx context.Context, h handle, key, owner, entry string, token, above int64) (int64, error) {
+	return s.changed(ctx, h, s.q.void, key, owner, entry, token, above)
 }
 
 func (s *postgresStore) renew(ctx context.Context, h handle, key, owner string, token int64, ttl time.Duration) (int64, error) {
@@ -524,7 +524,7 @@ func (s *postgresStore) listen(ctx context.Context, db *sql.DB, id string, onRea
 					if s.q.void == "" {
 						continue
 					}
-					q, args = s.q.void, []any{no.key, no.owner, no.entry, no.token, s.channel, s.call}
+					q, args = s.q.void, []any{no.key, no.owner, no.entry, no.token, int64(0), s.channel, s.call}
 				}
 				if _, err := c.Exec(ctx, q, args...); err != nil {
 					return errors.Join(err, driver.ErrBadConn)
