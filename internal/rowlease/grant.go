@@ -28,11 +28,15 @@ import (
 //
 // A grant nobody takes (the waiter gave up, its Locker closed) is voided:
 // given back like a release, which grants the row to the next entry. A
-// Locker that dies with its entry queued holds the key, when its turn
-// comes, for the entry's lease, as a holder that dies does.
+// voiding names the grant's token, or one above the tokens its caller has
+// seen or holds: an earlier grant to the same entry (one owner's waiters
+// in one Locker share it) may still be in use. A Locker that dies with its
+// entry queued holds the key, when its turn comes, for the entry's lease,
+// as a holder that dies does.
 
-// Entry lengths: the Table's id, the lease in microseconds, the owner's
-// and the host's lengths in characters.
+// An entry's fields after the Table's id (callerLen): the lease in
+// microseconds, the owner's and the host's lengths in characters, in
+// digits; entryHead is where the owner starts.
 const (
 	entryTTLLen   = 15
 	entryOwnerLen = 2

@@ -290,14 +290,24 @@ const noFlush = ` FROM (SELECT set_config('synchronous_commit', 'off', true)) AS
 // for its implicit transaction, and synchronous_commit is read at commit).
 const syncFrom = ` FROM (SELECT current_setting('synchronous_commit') AS sc0) AS sc`
 
-// The parts of a queue entry of a fair Locker (Grant.Entry), read from
-// waiters[1] before the update: the lease length in microseconds, the
-// owner and the host.
-const (
-	entryTTL   = `substr(waiters[1], 17, 15)::bigint * interval '1 microsecond'`
-	entryOwner = `substr(waiters[1], 37, substr(waiters[1], 32, 2)::int)`
-	entryHost  = `substr(waiters[1], 37 + substr(waiters[1], 32, 2)::int, substr(waiters[1], 34, 3)::int)`
+// The parts of a queue entry of a fair Locker (Grant.Entry, laid out by
+// entry), read from waiters[1] before the update: the lease, the owner and
+// the host. SQL counts from 1.
+var (
+	entryOwnerChars = `substr(waiters[1], ` + pos(callerLen+entryTTLLen) + `, ` + strconv.Itoa(entryOwnerLen) + `)::int`
+	entryTTL        = `substr(waiters[1], ` + pos(callerLen) + `, ` + strconv.Itoa(entryTTLLen) + `)::bigint * interval '1 microsecond'`
+	entryOwner      = `substr(waiters[1], ` + pos(entryHead) + `, ` + entryOwnerChars + `)`
+	entryHost       = `substr(waiters[1], ` + pos(entryHead) + ` + ` + entryOwnerChars + `, substr(waiters[1], ` +
+		pos(callerLen+entryTTLLen+entryOwnerLen) + `, ` + strconv.Itoa(entryHostLen) + `)::int)`
+	// isEntry is true when e, a queued waiter, is a fair Locker's entry
+	// rather than a Table's id.
+	isEntry = func(e string) string { return `length(` + e + `) > ` + strconv.Itoa(callerLen) }
+	// callee is the id of the Table whose waiter e is.
+	callee = func(e string) string { return `left(` + e + `, ` + strconv.Itoa(callerLen) + `)` }
 )
+
+// pos is the SQL position of the character after the first n.
+func pos(n int) string { return strconv.Itoa(n + 1) }
 
 // frees is the SET list of a statement that gives holds back: holds, owner
 // and expires are hold_count, owner and expires_at after it (each reading
@@ -312,7 +322,7 @@ func (s *postgresStore) frees(last, free, holds, owner, expires string) string {
 	if !s.announce {
 		return `hold_count = ` + holds + `, owner = ` + owner + `, expires_at = ` + expires
 	}
-	fair := `length(waiters[1]) > ` + strconv.Itoa(callerLen)
+	fair := isEntry(`waiters[1]`)
 	g := `(` + last + ` AND ` + free + ` AND ` + fair + `)`
 	// A fair entry stays queued while the row is kept (jobguard's
 	// hold-at-least): its waiter looks when the row expires.
@@ -330,7 +340,7 @@ func (s *postgresStore) frees(last, free, holds, owner, expires string) string {
 // granted is true, on a row a statement made by frees left, when that
 // statement granted it: only a grant sets acquired_at in such a statement,
 // and now() is its transaction's start.
-const granted = `(acquired_at = now() AND length(called) > 16)`
+var granted = `(acquired_at = now() AND ` + isEntry(`called`) + `)`
 
 // announced turns update, a statement that frees rows (with frees' SET
 // items and syncFrom), into one that also wakes the waiters of each key it
@@ -363,14 +373,14 @@ func (s *postgresStore) announced(update string, ch int, sync string) string {
 	RETURNING lock_key, hold_count, wanted, called, token, waiters[1] AS next, waiters[2] AS after, ` + granted + ` AS granted,
 		set_config('synchronous_commit', CASE WHEN ` + sync + ` THEN sc.sc0 ELSE 'off' END, true)
 )
-SELECT CASE WHEN granted THEN pg_notify(` + one + ` || left(called, 16), ` + grant + `)::text
-		|| CASE WHEN next IS NOT NULL THEN pg_notify(` + one + ` || left(next, 16), ` + grant + `)::text ELSE '' END
-		|| CASE WHEN after IS NOT NULL THEN pg_notify(` + one + ` || left(after, 16), ` + grant + `)::text ELSE '' END
+SELECT CASE WHEN granted THEN pg_notify(` + one + ` || ` + callee(`called`) + `, ` + grant + `)::text
+		|| CASE WHEN next IS NOT NULL THEN pg_notify(` + one + ` || ` + callee(`next`) + `, ` + grant + `)::text ELSE '' END
+		|| CASE WHEN after IS NOT NULL THEN pg_notify(` + one + ` || ` + callee(`after`) + `, ` + grant + `)::text ELSE '' END
 	WHEN hold_count > 0 THEN NULL
 	WHEN wanted THEN pg_notify(` + all + `, lock_key)::text
 	WHEN called <> '' THEN pg_notify(` + one + ` || called, called || lock_key)::text
-		|| CASE WHEN next IS NOT NULL THEN pg_notify(` + one + ` || left(next, 16), called || lock_key)::text ELSE '' END
-		|| CASE WHEN after IS NOT NULL THEN pg_notify(` + one + ` || left(after, 16), called || lock_key)::text ELSE '' END END FROM r`
+		|| CASE WHEN next IS NOT NULL THEN pg_notify(` + one + ` || ` + callee(`next`) + `, called || lock_key)::text ELSE '' END
+		|| CASE WHEN after IS NOT NULL THEN pg_notify(` + one + ` || ` + callee(`after`) + `, called || lock_key)::text ELSE '' END END FROM r`
 }
 
 // changed runs a statement made by announced and returns the rows it
