@@ -128,8 +128,8 @@ func (g *Grant) Queued(sent time.Time, token int64) {
 }
 
 // Above is the holder's token the last take that found the entry queued
-// saw, or -1 before any (Claim.AcceptAbove): only a grant, later, has a
-// larger token.
+// saw, or -1 before any (Claim.Above): only a grant, later, has a larger
+// token.
 func (g *Grant) Above() int64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -171,7 +171,7 @@ func (ln *Listener) Expect(key, owner, host string, ttl time.Duration) *Grant {
 	}
 	ln.wmu.Lock()
 	defer ln.wmu.Unlock()
-	id := key + "\x00" + owner
+	id := grantID(key, owner)
 	if ln.grants[id] != nil {
 		return nil
 	}
@@ -187,18 +187,21 @@ func (ln *Listener) Expect(key, owner, host string, ttl time.Duration) *Grant {
 func (ln *Listener) Unexpect(g *Grant) {
 	ln.wmu.Lock()
 	defer ln.wmu.Unlock()
-	id := g.key + "\x00" + g.owner
+	id := grantID(g.key, g.owner)
 	if ln.grants[id] == g {
 		delete(ln.grants, id)
 	}
 }
+
+// grantID is the Listener's name for the slot of owner's waiter of key.
+func grantID(key, owner string) string { return key + "\x00" + owner }
 
 // heardGrant hands a grant to the slot expecting it, and reports false; or
 // true when none does, and the grant is to be voided.
 func (ln *Listener) heardGrant(n notice) bool {
 	ln.wmu.Lock()
 	defer ln.wmu.Unlock()
-	g := ln.grants[n.key+"\x00"+n.owner]
+	g := ln.grants[grantID(n.key, n.owner)]
 	if g == nil || g.Entry != n.entry {
 		return true
 	}

@@ -12,8 +12,9 @@ import (
 )
 
 // pgxDirect runs the PostgreSQL store's statements of a lease (take,
-// renew, release, and fair order's leaving a queue) on the pgx connection under a database/sql one, where
-// the *sql.DB is pgx's stdlib: without database/sql's prepared statement
+// renew, release, and fair order's leaving a queue and giving a grant
+// back) on the pgx connection under a database/sql one, where the *sql.DB
+// is pgx's stdlib: without database/sql's prepared statement
 // and its Rows (whose cancellable context costs a goroutine per query), an
 // Acquire and its Release cost the client a tenth less CPU. pgx prepares
 // and caches each statement per connection itself, as database/sql did;
