@@ -222,7 +222,11 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ sqllock.
 			if g != nil && err == nil && lease == nil && a.Queued {
 				g.Queued(sent, a.Token)
 			}
-			return waitloop.Result{Won: lease != nil, Remaining: a.Remaining}, err
+			r := waitloop.Result{Won: lease != nil, Remaining: a.Remaining}
+			if lease == nil {
+				r.Holder = a.Token
+			}
+			return r, err
 		},
 	})
 	switch {

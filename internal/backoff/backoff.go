@@ -42,6 +42,9 @@ func (e *Exp) Step() time.Duration {
 // AtMax moves the step to Max: for a waiter that expects no wake-up soon.
 func (e *Exp) AtMax() { e.cur = e.Max }
 
+// Cap lowers the current step to d, if it is longer.
+func (e *Exp) Cap(d time.Duration) { e.cur = max(min(e.Step(), d), e.Min) }
+
 // Reset starts the steps from Min again.
 func (e *Exp) Reset() { e.cur = 0 }
 

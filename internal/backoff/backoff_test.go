@@ -31,6 +31,14 @@ func TestExpGrowsWithinBounds(t *testing.T) {
 	if e.Step() != e.Max {
 		t.Fatalf("step after AtMax = %v, want %v", e.Step(), e.Max)
 	}
+	e.Cap(8 * time.Millisecond)
+	if e.Step() != 8*time.Millisecond {
+		t.Fatalf("step after Cap(8ms) = %v, want 8ms", e.Step())
+	}
+	e.Cap(time.Millisecond)
+	if e.Step() != e.Min {
+		t.Fatalf("step after Cap below Min = %v, want %v", e.Step(), e.Min)
+	}
 }
 
 func TestSleepHonoursContext(t *testing.T) {

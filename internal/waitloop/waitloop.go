@@ -50,6 +50,9 @@ type Result struct {
 	// Remaining is how long the holder's claim lasts, when a refused try
 	// could tell (a lease expiry); negative when unknown.
 	Remaining time.Duration
+	// Holder is the holder's fencing token, when a refused try could
+	// tell; 0 otherwise.
+	Holder int64
 }
 
 // Turn tells a try where it stands.
@@ -108,7 +111,8 @@ func Run(ctx context.Context, s Spec) error {
 	woke := false
 	leave := func(acquired bool) { s.Queue.Leave(s.Key, wt, acquired, woke) }
 	e := s.Backoff
-	passed := false // the last Block got the gate
+	passed := false  // the last Block got the gate
+	var holder int64 // the holder the last refusal named
 	for tries := 0; ; {
 		wake, got := s.Queue.Rearm(wt)
 		woke = woke || got
@@ -158,6 +162,7 @@ func Run(ctx context.Context, s Spec) error {
 			}
 		}
 		passed = false
+		turned(&e, &holder, r)
 		t := time.NewTimer(pause(&s, &e, r, head))
 		select {
 		case <-wake:
@@ -171,6 +176,28 @@ func Run(ctx context.Context, s Spec) error {
 		}
 		t.Stop()
 	}
+}
+
+// turnCap bounds the backoff of a waiter that saw the key change hands
+// (turned). With 8 clients on a hot key and no cap, MariaDB's busiest
+// client took 15-23 % of the turns (raw 1 ms pollers 13-14 %), the waiters
+// that had backed off longest the fewest; with 16 ms it took 13-17 % at
+// the same rate, and with 4 ms the polls cost a fifth of the rate.
+const turnCap = 16 * time.Millisecond
+
+// turned caps e at turnCap when a refusal names a holder other than the
+// last one (*last): the key turns over faster than e has grown, and a
+// waiter that kept backing off would lose each turn to those that polled
+// sooner. Such a waiter polls every 8-16 ms while the holders change (a
+// raw poller every 1 ms), and backs off as before once one stays.
+func turned(e *backoff.Exp, last *int64, r Result) {
+	if r.Holder == 0 {
+		return
+	}
+	if *last != 0 && r.Holder != *last {
+		e.Cap(turnCap)
+	}
+	*last = r.Holder
 }
 
 // block runs s.Block for up to the holder's remaining claim (plus jitter,

@@ -251,6 +251,39 @@ func TestPause(t *testing.T) {
 	}
 }
 
+// TestTurnedCapsBackoff: a waiter that sees a new holder polls again
+// within turnCap, however long it had backed off; one that keeps seeing
+// the same holder, or cannot tell, backs off as before.
+func TestTurnedCapsBackoff(t *testing.T) {
+	e := backoff.Exp{Min: time.Millisecond, Max: 100 * time.Millisecond}
+	var last int64
+	for range 10 {
+		turned(&e, &last, Result{Holder: 7})
+		e.Advance()
+	}
+	if e.Step() != e.Max {
+		t.Fatalf("one holder all along: step %v, want the cap %v", e.Step(), e.Max)
+	}
+	turned(&e, &last, Result{Holder: 0})
+	if e.Step() != e.Max {
+		t.Fatalf("holder unknown: step %v, want it unchanged at %v", e.Step(), e.Max)
+	}
+	turned(&e, &last, Result{Holder: 9})
+	if e.Step() != turnCap {
+		t.Fatalf("a new holder: step %v, want %v", e.Step(), turnCap)
+	}
+	e.Advance()
+	turned(&e, &last, Result{Holder: 9})
+	if e.Step() != 2*turnCap {
+		t.Fatalf("the same holder again: step %v, want it grown to %v", e.Step(), 2*turnCap)
+	}
+	e.Reset()
+	turned(&e, &last, Result{Holder: 11})
+	if e.Step() != e.Min {
+		t.Fatalf("a new holder below the cap: step %v, want it left at %v", e.Step(), e.Min)
+	}
+}
+
 // heldFor is a try on a key held by another for an hour: the refusal
 // tells how long the claim lasts, so the head of the queue may block.
 func heldFor(l *lock) func(context.Context, Turn) (Result, error) {
