@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -400,7 +399,7 @@ func idleWaiter(ctx context.Context, t target, open func(context.Context, *sql.D
 }
 
 // xprocHandoff times release → a waiter in a child process returns, n
-// times, on one key.
+// times after warmUp rounds, on one key.
 func xprocHandoff(ctx context.Context, t target, strategy, sideName string, holder contender, n int) (p50, p99 float64, missed int, err error) {
 	cmd, err := child(ctx, t, "waiter", "--strategy", strategy, "--side", sideName)
 	if err != nil {
@@ -441,7 +440,7 @@ func xprocHandoff(ctx context.Context, t target, strategy, sideName string, hold
 	}
 	key := benchKey("xproc-handoff")
 	var lat []time.Duration
-	for range n {
+	for round := range warmUp + n {
 		if err := holder.acquire(ctx, key); err != nil {
 			return 0, 0, 0, err
 		}
@@ -459,25 +458,26 @@ func xprocHandoff(ctx context.Context, t target, strategy, sideName string, hold
 		if err != nil {
 			return 0, 0, 0, err
 		}
-		if got == "missed" {
-			missed++
-		} else {
+		switch {
+		case got == "missed":
+			if round >= warmUp {
+				missed++
+			}
+		default:
 			ns, err := strconv.ParseInt(strings.TrimPrefix(got, "got "), 10, 64)
 			if err != nil {
 				return 0, 0, 0, fmt.Errorf("waiter process said %q", got)
 			}
-			lat = append(lat, time.Unix(0, ns).Sub(released))
+			if round >= warmUp {
+				lat = append(lat, time.Unix(0, ns).Sub(released))
+			}
 		}
 		if _, err := expect("done"); err != nil {
 			return 0, 0, 0, err
 		}
 	}
-	if len(lat) == 0 {
-		return 0, 0, missed, nil
-	}
-	slices.Sort(lat)
-	toMS := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	return toMS(lat[len(lat)/2]), toMS(lat[(len(lat)*99)/100]), missed, nil
+	p50, p99 = percentiles(lat)
+	return p50, p99, missed, nil
 }
 
 // waiterWorker is the child side of xprocHandoff: for each key read, it
