@@ -133,8 +133,11 @@
 //     own.
 //   - MySQL path and SQLite, and MariaDB waiters without a gate to wait
 //     on: waiters poll with exponential backoff and
-//     jitter, capped by [WithMaxBackoff] (100ms); the first in the queue
-//     polls from the bottom of the range, the others at the cap. On SQLite
+//     jitter, capped by [WithMaxBackoff] (100ms), and at 16ms after a
+//     refusal that names a new holder (the key changes hands faster than
+//     the waiter backed off, and a waiter backed off longest would lose
+//     every turn); the first in the queue polls from the bottom of the
+//     range, the others at the cap. On SQLite
 //     a poll reads before it writes, so pollers do not queue for the single
 //     write lock ahead of the holder's renewals and release.
 //

@@ -21,7 +21,8 @@
 //     pause: where releases elsewhere wake this process too
 //     (Spec.Listening), until the holder's claim ends if the try could tell
 //     (a lease expiry), else briefly; otherwise capped exponential backoff
-//     with jitter for the head of the queue, and the cap for the others,
+//     with jitter for the head of the queue (capped lower while the
+//     refusals name new holders: turned), and the cap for the others,
 //     who are woken in turn by releases in this process and poll only for
 //     releases elsewhere.
 //
