@@ -246,13 +246,9 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ sqllock.
 // try makes one take of c; a nil lease without error means refused. A take
 // won while Close runs is given back: the Locker holds nothing after Close.
 func (l *Locker) try(ctx context.Context, c rowlease.Claim) (*Lease, rowlease.Attempt, error) {
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
+	if !l.enter() {
 		return nil, rowlease.Attempt{Remaining: -1}, errClosed
 	}
-	l.tries.Add(1)
-	l.mu.Unlock()
 	defer l.tries.Done()
 	start := time.Now()
 	a, err := l.tbl.TakeDetached(ctx, c)
@@ -269,6 +265,18 @@ func (l *Locker) try(ctx context.Context, c rowlease.Claim) (*Lease, rowlease.At
 	return nil, a, errClosed
 }
 
+// enter counts a try in flight, which Close waits for (tries), unless
+// the Locker is closed; the try calls l.tries.Done when it ends.
+func (l *Locker) enter() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.tries.Add(1)
+	return true
+}
+
 // granted returns a lease on key for owner from a grant g heard. It
 // returns no lease, and the grant's token (heard), when the lease cannot be
 // counted from the take that queued the entry: none was seen (its answer
@@ -283,14 +291,10 @@ func (l *Locker) granted(ctx context.Context, key, owner string, g *rowlease.Gra
 	if !ok || time.Since(since) > l.cfg.ttl/2 {
 		return nil, token, nil
 	}
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
+	if !l.enter() {
 		l.voidGrant(ctx, key, g, token)
 		return nil, 0, errClosed
 	}
-	l.tries.Add(1)
-	l.mu.Unlock()
 	defer l.tries.Done()
 	if s := l.newLease(ctx, key, owner, rowlease.Attempt{Won: true, Token: token, Holds: 1}, since); s != nil {
 		return s, 0, nil

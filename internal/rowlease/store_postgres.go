@@ -352,8 +352,11 @@ var granted = `(acquired_at = now() AND ` + isEntry(`called`) + `)`
 // gone); otherwise the Locker popped from the queue is called alone on
 // its own channel, and the call is copied to the two Lockers queued next,
 // which look by themselves if the key is not taken within callGrace (the
-// one called may be gone, and so may the first of them). Only those sessions and Lockers wake, not every
-// listener. The NOTIFY rides in the same statement, one round trip, and is
+// one called may be gone, and so may the first of them). Only those
+// Lockers wake, not every listener (the server still signals every
+// listening session of the database, which reads the queue and drops
+// what is not its own). The NOTIFY rides in the same statement, one round
+// trip, and is
 // delivered only if it commits. A key nobody waits for is not announced: a
 // transaction that queued a NOTIFY takes a database-wide lock at commit,
 // which would queue every release behind every other. Its commit waits for
