@@ -356,12 +356,12 @@ var granted = `(acquired_at = now() AND ` + isEntry(`called`) + `)`
 // Lockers wake, not every listener (the server still signals every
 // listening session of the database, which reads the queue and drops
 // what is not its own). The NOTIFY rides in the same statement, one round
-// trip, and is
-// delivered only if it commits. A key nobody waits for is not announced: a
-// transaction that queued a NOTIFY takes a database-wide lock at commit,
-// which would queue every release behind every other. Its commit waits for
-// the WAL flush where sync holds on a row it left, or it granted one
-// (unless Config.AsyncCommit). Without announcements it is update itself.
+// trip, and is delivered only if it commits. A key nobody waits for is not
+// announced: a transaction that queued a NOTIFY takes a database-wide lock
+// at commit, which would queue every release behind every other. Its
+// commit waits for the WAL flush where sync holds on a row it left, or it
+// granted one (unless Config.AsyncCommit). Without announcements it is
+// update itself.
 func (s *postgresStore) announced(update string, ch int, sync string) string {
 	if !s.announce {
 		return update
