@@ -12,7 +12,10 @@
 // key inserts a new row with a fresh token from the sequence, which is
 // larger than the deleted one unless that insert drew its token before the
 // deleted row's holder did and is still in flight — the grace makes that
-// impossible in practice.
+// impossible in practice. A released row counts as expired from the start
+// of its last hold (plus jobguard's hold-at-least), so it is deleted a grace
+// after that; an insert that could take a smaller token would still have to
+// be in flight for about the whole grace.
 //
 // On PostgreSQL and MySQL the lock table has no index on expires_at
 // (every take and release writes that column, and would write the index

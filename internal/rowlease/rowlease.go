@@ -13,6 +13,11 @@
 // reaper's schedule.
 //
 // Every time comparison runs on the database clock, inside the statement.
+// A statement reads that clock once, when it starts, so a freed row
+// expires when its last hold began (acquired_at), not when it was freed:
+// a take that began while the key was held, and waited on the release's
+// row lock, then finds the row free instead of held for the moments
+// between its start and the release's.
 package rowlease
 
 import (
@@ -377,7 +382,7 @@ func (t *Table) Renew(ctx context.Context, key, owner string, token int64, ttl t
 }
 
 // Release gives one hold of owner's row back. When it is the last, the row
-// is free from max(acquired_at + keep, now) on: keep is 0 for a lock,
+// is free from acquired_at + keep on: keep is 0 for a lock,
 // jobguard's hold-at-least for a job. Transient errors are retried within
 // ctx. It returns an error matching sqllock.ErrLockLost when the row is no
 // longer that holder's.

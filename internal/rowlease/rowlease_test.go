@@ -270,3 +270,85 @@ func TestFreeTakeLeavesQueue(t *testing.T) {
 		t.Errorf("after the second waiter took the key: wanted %v, %d queued; want neither", wanted, queued)
 	}
 }
+
+// TestFreedRowForTakeInFlight: a take whose statement began while the key
+// was held, and reached the row only after the key was freed, takes it. A
+// statement reads the clock once, at its start, so the freed row must
+// read as free at any moment after its last hold began: a row freed "now"
+// looked held to such a take, which then slept. A trigger that holds the
+// late take back before it reaches the row stands for a take that waited
+// on the release's row lock. Each way of freeing a key is tried.
+func TestFreedRowForTakeInFlight(t *testing.T) {
+	frees := map[string]func(ctx context.Context, tbl *rowlease.Table, a rowlease.Attempt) error{
+		"Release": func(ctx context.Context, tbl *rowlease.Table, a rowlease.Attempt) error {
+			return tbl.Release(ctx, "k", "holder", a.Token, 0)
+		},
+		"ReleaseOwner": func(ctx context.Context, tbl *rowlease.Table, _ rowlease.Attempt) error {
+			_, err := tbl.ReleaseOwner(ctx, "k", "holder")
+			return err
+		},
+		"ForceRelease": func(ctx context.Context, tbl *rowlease.Table, a rowlease.Attempt) error {
+			_, err := tbl.ForceRelease(ctx, "k", a.Token)
+			return err
+		},
+	}
+	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
+		if db.Dialect == sqllock.SQLite {
+			t.Skip("one writer at a time: a take cannot be in flight while a release commits")
+		}
+		cfgs := map[string]rowlease.Config{"plain": {}}
+		if db.Dialect == sqllock.Postgres {
+			cfgs["notify"] = rowlease.Config{Notify: true}
+			cfgs["fair"] = rowlease.Config{Notify: true, Fair: true}
+		}
+		for cname, cfg := range cfgs {
+			for fname, free := range frees {
+				t.Run(cname+"/"+fname, func(t *testing.T) {
+					cfg.Table = newTable(t, db)
+					slowInsertsOf(t, db, cfg.Table, "late", 400*time.Millisecond)
+					tbl := opener(t, db, cfg)()
+					ctx := context.Background()
+					a, err := tbl.Take(ctx, rowlease.Claim{Key: "k", Owner: "holder", Host: "h", TTL: time.Minute})
+					if err != nil || !a.Won {
+						t.Fatalf("first take = %+v, %v", a, err)
+					}
+					late := make(chan rowlease.Attempt, 1)
+					go func() {
+						r, err := tbl.Take(ctx, rowlease.Claim{Key: "k", Owner: "late", Host: "h-late", TTL: time.Minute})
+						if err != nil {
+							t.Error(err)
+						}
+						late <- r
+					}()
+					time.Sleep(100 * time.Millisecond) // the late take is held back
+					if err := free(ctx, tbl, a); err != nil {
+						t.Fatal(err)
+					}
+					if r := <-late; !r.Won || r.Token <= a.Token {
+						t.Fatalf("take begun before the key was freed = %+v; want won with a token above %d", r, a.Token)
+					}
+				})
+			}
+		}
+	})
+}
+
+// slowInsertsOf makes every row table is about to insert for owner wait d
+// first, before it looks for a conflicting row.
+func slowInsertsOf(t *testing.T, db *testdb.DB, table, owner string, d time.Duration) {
+	t.Helper()
+	secs := fmt.Sprintf("%.3f", d.Seconds())
+	stmts := []string{`CREATE TRIGGER ` + table + `_slow BEFORE INSERT ON ` + table + ` FOR EACH ROW
+IF NEW.owner = '` + owner + `' THEN DO SLEEP(` + secs + `); END IF`}
+	if db.Dialect == sqllock.Postgres {
+		stmts = []string{`CREATE FUNCTION ` + table + `_slow() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN IF NEW.owner = '` + owner + `' THEN PERFORM pg_sleep(` + secs + `); END IF; RETURN NEW; END $$`,
+			`CREATE TRIGGER ` + table + `_slow BEFORE INSERT ON ` + table + ` FOR EACH ROW EXECUTE FUNCTION ` + table + `_slow()`}
+		t.Cleanup(func() { db.Exec("DROP FUNCTION IF EXISTS " + table + "_slow() CASCADE") })
+	}
+	for _, q := range stmts {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

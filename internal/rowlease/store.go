@@ -22,7 +22,7 @@ type store interface {
 	// the rows changed (1, or 0 when the row is not that holder's).
 	renew(ctx context.Context, h handle, key, owner string, token int64, ttl time.Duration) (int64, error)
 	// release gives one hold back and frees the row with the last, from
-	// max(acquired_at + keep, now) on; it returns the rows changed.
+	// acquired_at + keep on; it returns the rows changed.
 	release(ctx context.Context, h handle, key, owner string, token int64, keep time.Duration) (int64, error)
 	// releaseOwner gives one hold of owner's live row back, whatever its
 	// token; it returns the rows changed.

@@ -76,13 +76,13 @@ WHERE lock_key = ? AND owner = ? AND token = ? AND expires_at > ` + now
 	// see hold_count already decremented.
 	s.q.release = `UPDATE ` + pk + ` SET hold_count = hold_count - 1,
 	owner      = IF(hold_count = 0, '', owner),
-	expires_at = IF(hold_count = 0, GREATEST(acquired_at + INTERVAL ? MICROSECOND, ` + now + `), expires_at)
+	expires_at = IF(hold_count = 0, acquired_at + INTERVAL ? MICROSECOND, expires_at)
 WHERE lock_key = ? AND owner = ? AND token = ? AND expires_at > ` + now
 	s.q.releaseOwner = `UPDATE ` + pk + ` SET hold_count = hold_count - 1,
 	owner      = IF(hold_count = 0, '', owner),
-	expires_at = IF(hold_count = 0, ` + now + `, expires_at)
+	expires_at = IF(hold_count = 0, acquired_at, expires_at)
 WHERE lock_key = ? AND owner = ? AND expires_at > ` + now
-	s.q.forceRelease = `UPDATE ` + pk + ` SET hold_count = 0, owner = '', expires_at = ` + now + `
+	s.q.forceRelease = `UPDATE ` + pk + ` SET hold_count = 0, owner = '', expires_at = acquired_at
 WHERE lock_key = ? AND token = ? AND expires_at > ` + now
 	// With no index on expires_at a DELETE that looked for expired rows
 	// would lock every row its scan passed, live keys included, until it

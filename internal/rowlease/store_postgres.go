@@ -187,7 +187,9 @@ WHERE lock_key = $1 AND owner = $2 AND token = $3 AND expires_at > now()`
 		releaseFrom = from
 	}
 	holds, owner := `hold_count - 1`, `CASE WHEN hold_count > 1 THEN owner ELSE '' END`
-	kept := `CASE WHEN hold_count > 1 THEN expires_at ELSE GREATEST(acquired_at + $4 * interval '1 microsecond', now()) END`
+	// A freed row expires when its last hold began (plus keep), not at
+	// this statement's now(): see the package doc.
+	kept := `CASE WHEN hold_count > 1 THEN expires_at ELSE acquired_at + $4 * interval '1 microsecond' END`
 	release := `UPDATE ` + t + ` SET hold_count = ` + holds + `,
 		owner      = ` + owner + `,
 		expires_at = ` + kept
@@ -216,10 +218,10 @@ WHERE lock_key = $1 AND owner = $2 AND token = $3 AND expires_at > now()`
 		called     = CASE WHEN hold_count <= 1 THEN '' ELSE called END` + releaseFrom + held + ` AND NOT wanted AND cardinality(waiters) = 0`
 	// These wait for their flush, as before grants, with AsyncCommit too.
 	const durable = `true`
-	freed := `CASE WHEN hold_count > 1 THEN expires_at ELSE now() END`
+	freed := `CASE WHEN hold_count > 1 THEN expires_at ELSE acquired_at END`
 	s.q.releaseOwner = s.announced(`UPDATE `+t+` SET `+s.frees("hold_count <= 1", "true", holds, owner, freed)+syncFrom+`
 	WHERE lock_key = $1 AND owner = $2 AND expires_at > now()`, 3, durable)
-	s.q.forceRelease = s.announced(`UPDATE `+t+` SET `+s.frees("true", "true", "0", "''", "now()")+syncFrom+`
+	s.q.forceRelease = s.announced(`UPDATE `+t+` SET `+s.frees("true", "true", "0", "''", "acquired_at")+syncFrom+`
 	WHERE lock_key = $1 AND token = $2 AND expires_at > now()`, 3, durable)
 	if s.fair {
 		// A grant nobody took as its own (its waiter gave up, or its

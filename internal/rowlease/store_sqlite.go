@@ -47,13 +47,13 @@ RETURNING token, hold_count`
 WHERE lock_key = ?1 AND owner = ?2 AND token = ?3 AND expires_at > ` + now
 	s.q.release = `UPDATE ` + t + ` SET hold_count = hold_count - 1,
 	owner      = CASE WHEN hold_count > 1 THEN owner ELSE '' END,
-	expires_at = CASE WHEN hold_count > 1 THEN expires_at ELSE MAX(acquired_at + ?4, ` + now + `) END
+	expires_at = CASE WHEN hold_count > 1 THEN expires_at ELSE acquired_at + ?4 END
 WHERE lock_key = ?1 AND owner = ?2 AND token = ?3 AND expires_at > ` + now
 	s.q.releaseOwner = `UPDATE ` + t + ` SET hold_count = hold_count - 1,
 	owner      = CASE WHEN hold_count > 1 THEN owner ELSE '' END,
-	expires_at = CASE WHEN hold_count > 1 THEN expires_at ELSE ` + now + ` END
+	expires_at = CASE WHEN hold_count > 1 THEN expires_at ELSE acquired_at END
 WHERE lock_key = ?1 AND owner = ?2 AND expires_at > ` + now
-	s.q.forceRelease = `UPDATE ` + t + ` SET hold_count = 0, owner = '', expires_at = ` + now + `
+	s.q.forceRelease = `UPDATE ` + t + ` SET hold_count = 0, owner = '', expires_at = acquired_at
 WHERE lock_key = ?1 AND token = ?2 AND expires_at > ` + now
 	s.q.reap = `DELETE FROM ` + t + ` WHERE lock_key IN (
 	SELECT lock_key FROM ` + t + ` WHERE expires_at < ` + now + ` - ?1 LIMIT ?2)`
