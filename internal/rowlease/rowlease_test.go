@@ -293,8 +293,12 @@ func TestFreedRowForTakeInFlight(t *testing.T) {
 		},
 	}
 	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
-		if db.Dialect == sqllock.SQLite {
+		switch db.Dialect {
+		case sqllock.SQLite:
 			t.Skip("one writer at a time: a take cannot be in flight while a release commits")
+		case sqllock.MySQLCommon:
+			// Its releases are the MariaDB store's, tested on that run.
+			t.Skip("the MySQL path's take reads its token back with LAST_INSERT_ID, which the trigger this test needs resets on MariaDB")
 		}
 		cfgs := map[string]rowlease.Config{"plain": {}}
 		if db.Dialect == sqllock.Postgres {
@@ -312,20 +316,23 @@ func TestFreedRowForTakeInFlight(t *testing.T) {
 					if err != nil || !a.Won {
 						t.Fatalf("first take = %+v, %v", a, err)
 					}
-					late := make(chan rowlease.Attempt, 1)
+					type result struct {
+						a   rowlease.Attempt
+						err error
+					}
+					late := make(chan result, 1)
 					go func() {
 						r, err := tbl.Take(ctx, rowlease.Claim{Key: "k", Owner: "late", Host: "h-late", TTL: time.Minute})
-						if err != nil {
-							t.Error(err)
-						}
-						late <- r
+						late <- result{r, err}
 					}()
 					time.Sleep(100 * time.Millisecond) // the late take is held back
-					if err := free(ctx, tbl, a); err != nil {
-						t.Fatal(err)
+					freeErr := free(ctx, tbl, a)
+					r := <-late
+					if freeErr != nil || r.err != nil {
+						t.Fatalf("free: %v; late take: %v", freeErr, r.err)
 					}
-					if r := <-late; !r.Won || r.Token <= a.Token {
-						t.Fatalf("take begun before the key was freed = %+v; want won with a token above %d", r, a.Token)
+					if !r.a.Won || r.a.Token <= a.Token {
+						t.Fatalf("take begun before the key was freed = %+v; want won with a token above %d", r.a, a.Token)
 					}
 				})
 			}
@@ -333,8 +340,8 @@ func TestFreedRowForTakeInFlight(t *testing.T) {
 	})
 }
 
-// slowInsertsOf makes every row table is about to insert for owner wait d
-// first, before it looks for a conflicting row.
+// slowInsertsOf makes each insert into table of a row for owner sleep d
+// first, before it looks for a conflicting row (a BEFORE INSERT trigger).
 func slowInsertsOf(t *testing.T, db *testdb.DB, table, owner string, d time.Duration) {
 	t.Helper()
 	secs := fmt.Sprintf("%.3f", d.Seconds())
