@@ -2,3 +2,10 @@ package rowlease
 
 // Prepared is how many statements t has prepared through database/sql.
 func (t *Table) Prepared() int { return t.h.stmts.Len() }
+
+// Quiet reports whether t's PostgreSQL store takes key for quiet: its
+// release then tries the statement that assumes nobody waits first.
+func (t *Table) Quiet(key string) bool {
+	ps, ok := t.st.(*postgresStore)
+	return ok && ps.rows.quiet(key)
+}

@@ -359,3 +359,37 @@ BEGIN IF NEW.owner = '` + owner + `' THEN PERFORM pg_sleep(` + secs + `); END IF
 		}
 	}
 }
+
+// TestWaitedReleaseNotQuiet: on PostgreSQL a release of a key this Table
+// takes for quiet first tries the statement that assumes nobody waits; when
+// it finds a waiter, the announced release frees the key and calls the
+// waiter, and the key is no longer quiet: the next releases, while
+// waiters come and go, do not pay that first round trip again.
+func TestWaitedReleaseNotQuiet(t *testing.T) {
+	db := testdb.Open(t, sqllock.Postgres)
+	ctx := context.Background()
+	open := opener(t, db, rowlease.Config{Notify: true, Table: newTable(t, db)})
+	holder, waiter := open(), open()
+	claim := func(owner string) rowlease.Claim {
+		return rowlease.Claim{Key: "k", Owner: owner, Host: "h", TTL: time.Minute, Listening: true}
+	}
+	a, err := holder.Take(ctx, claim("holder"))
+	if err != nil || !a.Won {
+		t.Fatalf("first take = %+v, %v", a, err)
+	}
+	if !holder.Quiet("k") {
+		t.Fatal("a key taken without a refusal is not quiet")
+	}
+	if r, err := waiter.Take(ctx, claim("waiter")); err != nil || r.Won {
+		t.Fatalf("take of a held key = %+v, %v; want refused", r, err)
+	}
+	if err := holder.Release(ctx, "k", "holder", a.Token, 0); err != nil {
+		t.Fatal(err)
+	}
+	if holder.Quiet("k") {
+		t.Error("the key is still quiet after its release found a waiter")
+	}
+	if r, err := waiter.Take(ctx, claim("waiter")); err != nil || !r.Won || r.Token <= a.Token {
+		t.Fatalf("the waiter's take after the release = %+v, %v; want won with a token above %d", r, err, a.Token)
+	}
+}

@@ -6,12 +6,13 @@ import (
 )
 
 // seenRows remembers, per key, when a store's take last found its row and
-// when one was last refused, so that only a quiet key tries the plain
-// update of a free row first (the MariaDB and PostgreSQL stores). The row
-// of a key taken for the first time, or deleted by the reaper since, is
-// absent; a key refused lately is likely held again when tried (a hot
-// key): for both the update would cost a round trip for nothing, before
-// the upsert.
+// when one was last refused (or, on PostgreSQL, a release found the key
+// waited for), so that only a quiet key tries the plain update of a free
+// row first (the MariaDB and PostgreSQL stores), and on PostgreSQL the
+// release that assumes nobody waits. The row of a key taken for the first
+// time, or deleted by the reaper since, is absent; a key refused lately is
+// likely held again when tried (a hot key): for both the update would cost
+// a round trip for nothing, before the upsert.
 type seenRows struct {
 	mu sync.Mutex
 	at map[string]seenRow
@@ -25,7 +26,8 @@ const (
 	seenKeys = 4096
 )
 
-// saw records a take that found key's row, refused or not.
+// saw records a take that found key's row, refused or not (refused also
+// stands for a release that found the key waited for).
 func (r *seenRows) saw(key string, refused bool) {
 	now := time.Now()
 	r.mu.Lock()

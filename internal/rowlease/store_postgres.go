@@ -456,6 +456,10 @@ func (s *postgresStore) release(ctx context.Context, h handle, key, owner string
 		if err != nil || n > 0 {
 			return n, err
 		}
+		// Someone waits for the key (or the row is no longer ours): it
+		// is not quiet, and the next releases of it go straight to the
+		// announced statement instead of paying this round trip first.
+		s.rows.saw(key, true)
 	}
 	return s.changed(ctx, h, s.q.release, key, owner, token, micros(keep))
 }
