@@ -76,13 +76,25 @@ func (s *Lease) lose(cause string) {
 		return // released meanwhile, or ended by Close
 	}
 	s.l.cfg.logger.Warn("rowlock: lease lost", telemetry.AttrKey, s.base.Key(), telemetry.AttrToken, s.base.Token(), telemetry.AttrCause, telemetry.Cause(cause), telemetry.LogError, cause)
-	s.l.unwatch(s)
+	l := s.l
+	l.unwatch(s)
 	// The rollback waits for any statement the holder still runs on the
-	// dead session; do not hold up the monitor for it. (The monitor is
-	// counted in bg, so this Add may run during Close's Wait.)
-	s.l.bg.Add(1)
+	// dead session; do not hold up the monitor for it. The session watch
+	// that may call this is not counted in bg: an Add once Close has begun
+	// could race with its Wait, so a lease lost while Close runs is
+	// closed here (Close left it alone: this loss came first).
+	l.mu.Lock()
+	closing := l.closed
+	if !closing {
+		l.bg.Add(1)
+	}
+	l.mu.Unlock()
+	if closing {
+		s.a.close(true)
+		return
+	}
 	go func() {
-		defer s.l.bg.Done()
+		defer l.bg.Done()
 		s.a.close(true)
 	}()
 }

@@ -107,3 +107,50 @@ func TestSQLiteUnsupported(t *testing.T) {
 		t.Errorf("LockRows on SQLite = %v, want ErrUnsupported", err)
 	}
 }
+
+// TestCloseWhileSessionKilled: the server kills a held lease's session
+// while its Locker closes. Either may end the lease first; it ends lost,
+// and Close returns. With -race it runs the interleaving in which a loss
+// reported by the session watch once Close had begun started its clean-up
+// on the WaitGroup Close was waiting on (a race the detector caught once
+// in the conformance tests; it needs a narrow window, and these rounds
+// are not sure to hit it). Each round has a pool of its own: the kill may
+// land on the connection after Close gave it back to the pool.
+func TestCloseWhileSessionKilled(t *testing.T) {
+	forEachServer(t, func(t *testing.T, db *testdb.DB) {
+		ctx := ctxT(t)
+		for i := range 30 {
+			pool := testdb.Fresh(t, db.Dialect, 0)
+			l, err := rowlock.New(pool.DB, db.Dialect)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lease, err := l.Acquire(ctx, "close-kill-"+itoa(int64(i)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := sessionOf(t, db.Dialect, lease)
+			q := "KILL CONNECTION " + itoa(id)
+			if db.Dialect == sqllock.Postgres {
+				q = "SELECT pg_terminate_backend(" + itoa(id) + ")"
+			}
+			killed := make(chan struct{})
+			go func() {
+				defer close(killed)
+				db.ExecContext(context.Background(), q) // the session may be gone already
+			}()
+			if err := l.Close(); err != nil {
+				t.Fatalf("round %d: Close: %v", i, err)
+			}
+			<-killed
+			select {
+			case <-lease.Done():
+			case <-time.After(5 * time.Second):
+				t.Fatalf("round %d: the lease did not end after Close and the kill", i)
+			}
+			if err := lease.Err(); !errors.Is(err, sqllock.ErrLockLost) {
+				t.Fatalf("round %d: lease.Err() = %v, want ErrLockLost", i, err)
+			}
+		}
+	})
+}
