@@ -82,7 +82,10 @@ func (s *Lease) lose(cause string) {
 	// dead session; do not hold up the monitor for it. The session watch
 	// that may call this is not counted in bg: an Add once Close has begun
 	// could race with its Wait, so a lease lost while Close runs is
-	// closed here (Close left it alone: this loss came first).
+	// closed here (Close left it alone: this loss came first). That is
+	// brief on the watcher's goroutine, which fires only once the server
+	// closed the session: the rollback fails at once; the monitor is
+	// waited for by Close anyway.
 	l.mu.Lock()
 	closing := l.closed
 	if !closing {

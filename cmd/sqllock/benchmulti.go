@@ -458,12 +458,11 @@ func xprocHandoff(ctx context.Context, t target, strategy, sideName string, hold
 		if err != nil {
 			return 0, 0, 0, err
 		}
-		switch {
-		case got == "missed":
+		if got == "missed" {
 			if round >= warmUp {
 				missed++
 			}
-		default:
+		} else {
 			ns, err := strconv.ParseInt(strings.TrimPrefix(got, "got "), 10, 64)
 			if err != nil {
 				return 0, 0, 0, fmt.Errorf("waiter process said %q", got)
