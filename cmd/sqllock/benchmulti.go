@@ -292,6 +292,13 @@ func benchMulti(ctx context.Context, t target, db *sql.DB, name string, cfg benc
 		}
 	}
 	if plan.fair != nil {
+		// The fair clients run alone: a Locker that waited listens for a
+		// while after (2 s), and PostgreSQL signals every listening
+		// session at each release that calls a waiter.
+		for i := range pools {
+			closePools(pools[i])
+			pools[i] = nil
+		}
 		fair, err := openPools(ctx, t, cfg.clients, plan.fair)
 		defer closePools(fair)
 		if err != nil {
