@@ -288,6 +288,46 @@ func BenchmarkHotKey(b *testing.B) {
 	}
 }
 
+// BenchmarkIdleListeners: the hot key of BenchmarkHotKey on PostgreSQL,
+// fair and not, beside 0 and 16 idle sessions that LISTEN on a channel
+// nobody notifies. PostgreSQL up to 18 signals every listening session of
+// the database at each commit that sent a NOTIFY, whatever its channels:
+// they stand for the Lockers of other processes, or other applications,
+// that listen in the same database.
+func BenchmarkIdleListeners(b *testing.B) {
+	const clients = 8
+	ctx := context.Background()
+	for _, idle := range []int{0, 16} {
+		for _, fair := range []bool{false, true} {
+			b.Run(fmt.Sprintf("idle=%d/fair=%v", idle, fair), func(b *testing.B) {
+				others := testdb.Fresh(b, sqllock.Postgres, 0)
+				for range idle {
+					c, err := others.Conn(ctx)
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.Cleanup(func() { c.Close() })
+					if _, err := c.ExecContext(ctx, "LISTEN sqllock_bench_elsewhere"); err != nil {
+						b.Fatal(err)
+					}
+				}
+				var ls []*tablelock.Locker
+				for range clients {
+					ls = append(ls, newLocker(b, testdb.Fresh(b, sqllock.Postgres, 0), tablelock.WithFairness(fair)))
+				}
+				key := locktest.Key(b)
+				hotKey(b, sqllock.Postgres, clients, func(i int) error {
+					lease, err := ls[i].Acquire(ctx, key)
+					if err != nil {
+						return err
+					}
+					return lease.Release(ctx)
+				})
+			})
+		}
+	}
+}
+
 // hotKey runs b.N handoffs, op(client) each, spread over clients
 // goroutines, and reports handoffs/s and, on PostgreSQL, commits/handoff.
 func hotKey(b *testing.B, d sqllock.Dialect, clients int, op func(client int) error) {
