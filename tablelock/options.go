@@ -157,8 +157,8 @@ func WithTransactionPooler() Option {
 // on, and the waiter is called with the token and holds the key when the
 // call arrives, without a statement of its own. No one cuts in line, the
 // releaser included, and a handoff costs one commit where it otherwise
-// costs a release and a take; on a hot key it is the fastest mode (README,
-// "Performance under concurrency"). Within one Locker waiters queue in
+// costs a release and a take; on a hot key it is the fastest mode
+// (docs/performance.md). Within one Locker waiters queue in
 // arrival order as always; a second waiter of an owner already waiting
 // for the key there polls instead of queuing.
 //

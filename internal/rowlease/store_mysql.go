@@ -61,8 +61,8 @@ RETURNING owner, token, hold_count, host, TIMESTAMPDIFF(MICROSECOND, ` + now + `
 	pk := t + ` FORCE INDEX (PRIMARY)`
 	// A claim that expects the key free, on a quiet key whose row this
 	// store saw lately (seenRows), tries a plain UPDATE of a free row
-	// first: the server runs it for less than the upsert (README,
-	// "Performance under concurrency"), and LAST_INSERT_ID(expr) brings
+	// first: the server runs it for less than the upsert
+	// (docs/performance.md), and LAST_INSERT_ID(expr) brings
 	// the token back in the reply, with no result set. NEXTVAL in SET runs
 	// under the row lock, as in the upsert. A row that is absent, held, or
 	// already the claimant's is left to the upsert, a second statement.
