@@ -49,8 +49,23 @@ var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month 
 // winter and in summer. expr has the five standard fields, or is a
 // descriptor (@daily, @hourly, ...); a CRON_TZ=Zone (or TZ=Zone) prefix
 // overrides loc. @every is refused: its firings count from when each
-// replica started, so replicas would not agree; use Every. A day that
-// skips a time (the spring DST change) skips its firing, as cron does.
+// replica started, so replicas would not agree; use Every.
+//
+// On the days the clocks change, Cron does as classic (Vixie) cron. An
+// expression that names its minutes and its hours (neither field holds a
+// * or a ?: "30 2 * * *", "0 1,2 * * 0", "0 2-4 * * *", and every
+// descriptor but @hourly) is a fixed-time job, run once per wall time:
+//
+//   - a time the autumn change repeats fires once, at its first
+//     occurrence: 02:30 CEST in Berlin, not again at 02:30 CET;
+//   - a time the spring change skips fires at the change itself: 02:30
+//     on the day Berlin jumps from 02:00 to 03:00 fires at 03:00 CEST.
+//     Several skipped times of one day fire once.
+//
+// An expression with a wildcard minute or hour ("30 * * * *",
+// "*/15 2 * * *", @hourly) is a periodic job and fires at every instant
+// whose wall time it matches: at both occurrences of a repeated time,
+// which are apart in real time, and not at all for a skipped one.
 func Cron(expr string, loc *time.Location) (Schedule, error) {
 	if loc == nil {
 		loc = time.UTC
@@ -83,8 +98,18 @@ func Cron(expr string, loc *time.Location) (Schedule, error) {
 	if !ok {
 		return nil, fmt.Errorf("jobguard: %w: cron %q: not a calendar schedule", sqllock.ErrInvalidOption, expr)
 	}
-	spec2.Location = loc
-	return cronSchedule{spec2, expr}, nil
+	return cronSchedule{spec: spec2, loc: loc, fixed: fixedTime(spec), expr: expr}, nil
+}
+
+// fixedTime reports whether spec names its minutes and its hours, Vixie
+// cron's test for a job that runs once per wall time. Of the descriptors
+// only @hourly has a wildcard.
+func fixedTime(spec string) bool {
+	if strings.HasPrefix(spec, "@") {
+		return spec != "@hourly"
+	}
+	f := strings.Fields(spec)
+	return len(f) >= 2 && !strings.ContainsAny(f[0], "*?") && !strings.ContainsAny(f[1], "*?")
 }
 
 // parseCron is the parser, with its panics on malformed input turned into
@@ -98,12 +123,132 @@ func parseCron(spec string) (s cron.Schedule, err error) {
 	return cronParser.Parse(spec)
 }
 
+// cronSchedule takes its fields from robfig/cron's parser but finds the
+// firings itself: robfig/cron's Next fires at each occurrence of a wall
+// time, twice for a fixed time the autumn change repeats.
 type cronSchedule struct {
-	*cron.SpecSchedule
-	expr string
+	spec  *cron.SpecSchedule
+	loc   *time.Location
+	fixed bool // the DST rules of a fixed-time job; see Cron
+	expr  string
 }
 
-func (c cronSchedule) String() string { return "cron " + c.expr + " (" + c.Location.String() + ")" }
+func (c cronSchedule) String() string { return "cron " + c.expr + " (" + c.loc.String() + ")" }
+
+// Next looks day by day, from the day before t's (a firing of that day may
+// come after t: its time repeated, or skipped to the change), for the
+// first firing after t. Once one is found the next day is looked at too,
+// as a time repeated late at night can come after the next day's first.
+// Like robfig/cron's, it gives up after five years. The parser reads no
+// seconds field: every firing is on a minute.
+func (c cronSchedule) Next(t time.Time) time.Time {
+	y, m, d := t.In(c.loc).Date()
+	first := time.Date(y, m, d, 0, 0, 0, 0, time.UTC).AddDate(0, 0, -1)
+	var best time.Time
+	found := -1
+	for i := 0; found < 0 || i <= found+1; i++ {
+		day := first.AddDate(0, 0, i)
+		if day.Year() > y+5 {
+			break
+		}
+		if !c.dayMatches(day) {
+			continue
+		}
+		zones := zonesAround(day, c.loc)
+		for h := range 24 {
+			if c.spec.Hour&(1<<h) == 0 {
+				continue
+			}
+			for mi := range 60 {
+				if c.spec.Minute&(1<<mi) == 0 {
+					continue
+				}
+				at, n := zones.instants(day.Add(time.Duration(h)*time.Hour+time.Duration(mi)*time.Minute), c.fixed)
+				for _, x := range at[:n] {
+					if x.After(t) && (best.IsZero() || x.Before(best)) {
+						best = x
+						if found < 0 {
+							found = i
+						}
+					}
+				}
+			}
+		}
+	}
+	if best.IsZero() {
+		return best
+	}
+	return best.In(t.Location())
+}
+
+// dayMatches is robfig/cron's rule for a calendar day (given in UTC): the
+// month, and the day of the month and of the week, both when either is *,
+// else either one.
+func (c cronSchedule) dayMatches(day time.Time) bool {
+	const star = 1 << 63 // robfig/cron's mark of a field given as *
+	s := c.spec
+	if s.Month&(1<<uint(day.Month())) == 0 {
+		return false
+	}
+	dom := s.Dom&(1<<uint(day.Day())) != 0
+	dow := s.Dow&(1<<uint(day.Weekday())) != 0
+	if s.Dom&star != 0 || s.Dow&star != 0 {
+		return dom && dow
+	}
+	return dom || dow
+}
+
+// zone is a stretch of time with one UTC offset; a zero start or end is
+// unbounded.
+type zone struct {
+	start, end time.Time
+	offset     time.Duration
+}
+
+type zones []zone
+
+// zonesAround lists, in order, loc's zones over every instant that can
+// read a wall time of day: offsets are within a day of UTC.
+func zonesAround(day time.Time, loc *time.Location) zones {
+	to := day.Add(50 * time.Hour)
+	var zs zones
+	for at := day.Add(-26 * time.Hour); ; {
+		l := at.In(loc)
+		_, off := l.Zone()
+		start, end := l.ZoneBounds()
+		zs = append(zs, zone{start, end, time.Duration(off) * time.Second})
+		if end.IsZero() || !end.Before(to) || !end.After(at) {
+			return zs
+		}
+		at = end
+	}
+}
+
+// instants returns the instants that read the wall time (given in UTC),
+// earliest first: both of a time the clock repeats. For a fixed-time job
+// only the first, and for a time the clock skips the change itself.
+func (zs zones) instants(wall time.Time, fixed bool) (at [2]time.Time, n int) {
+	for i, z := range zs {
+		x := wall.Add(-z.offset)
+		if (z.start.IsZero() || !x.Before(z.start)) && (z.end.IsZero() || x.Before(z.end)) {
+			at[n] = x
+			n++
+			if fixed || n == len(at) {
+				return at, n
+			}
+			continue
+		}
+		if fixed && n == 0 && i+1 < len(zs) {
+			// The clock jumps from end+offset to end+next.offset.
+			next := zs[i+1]
+			if next.offset > z.offset && !wall.Before(z.end.Add(z.offset)) && wall.Before(z.end.Add(next.offset)) {
+				at[0] = z.end
+				return at, 1
+			}
+		}
+	}
+	return at, n
+}
 
 // Firing is one firing of a Loop, as its report sees it.
 type Firing struct {

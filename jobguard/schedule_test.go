@@ -91,8 +91,9 @@ func TestCron(t *testing.T) {
 	for _, c := range []struct{ after, want string }{
 		{"2026-01-10T12:00:00Z", "2026-01-11T01:30:00Z"}, // CET, UTC+1
 		{"2026-07-10T12:00:00Z", "2026-07-11T00:30:00Z"}, // CEST, UTC+2
-		// 29 March 2026: clocks jump from 02:00 to 03:00; 02:30 does not exist.
-		{"2026-03-28T12:00:00Z", "2026-03-30T00:30:00Z"},
+		// 29 March 2026: clocks jump from 02:00 to 03:00; 02:30 does not
+		// exist, and the day's firing is at the change (03:00 CEST).
+		{"2026-03-28T12:00:00Z", "2026-03-29T01:00:00Z"},
 	} {
 		after, _ := time.Parse(time.RFC3339, c.after)
 		want, _ := time.Parse(time.RFC3339, c.want)
