@@ -1,0 +1,32 @@
+-- name: Try
+SELECT CASE WHEN pg_try_advisory_lock($1) THEN sqllock_next_token() END
+
+-- name: Block
+SELECT sqllock_next_token() FROM (SELECT pg_advisory_lock($1) OFFSET 0) AS granted
+
+-- name: Unlock
+SELECT pg_advisory_unlock($1)
+
+-- name: TryShared
+SELECT CASE WHEN pg_try_advisory_lock_shared($1) THEN sqllock_next_token() END
+
+-- name: BlockShared
+SELECT sqllock_next_token() FROM (SELECT pg_advisory_lock_shared($1) OFFSET 0) AS granted
+
+-- name: UnlockShared
+SELECT pg_advisory_unlock_shared($1)
+
+-- name: UnlockAll
+SELECT pg_advisory_unlock_all()::text
+
+-- name: TxTry
+SELECT CASE WHEN pg_try_advisory_xact_lock($1) THEN sqllock_next_token() END
+
+-- name: TxLock
+SELECT sqllock_next_token() FROM (SELECT pg_advisory_xact_lock($1) OFFSET 0) AS granted
+
+-- name: BackendID
+SELECT pg_backend_pid()
+
+-- name: Interrupt
+SELECT pg_cancel_backend(12345)

@@ -1,0 +1,12 @@
+-- name: Insert
+WITH t AS (
+	INSERT INTO sqllock_elections (name, term, value, since) VALUES ($1, $2, $3, now()) RETURNING name
+)
+SELECT pg_notify($4, $5) FROM t
+
+-- name: Leader
+SELECT e.value, e.term, e.since FROM sqllock_elections e JOIN sqllock_locks l ON l.token = e.term
+WHERE e.name = $1 AND l.lock_key = $2 AND l.expires_at > now()
+
+-- name: Since
+SELECT value, term, since FROM sqllock_elections WHERE name = $1 AND term > $2 ORDER BY term

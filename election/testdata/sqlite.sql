@@ -1,0 +1,9 @@
+-- name: Insert
+INSERT INTO sqllock_elections (name, term, value, since) VALUES (?1, ?2, ?3, CAST(unixepoch('subsec') * 1000000 AS INTEGER))
+
+-- name: Leader
+SELECT e.value, e.term, e.since FROM sqllock_elections e JOIN sqllock_locks l ON l.token = e.term
+WHERE e.name = ?1 AND l.lock_key = ?2 AND l.expires_at > CAST(unixepoch('subsec') * 1000000 AS INTEGER)
+
+-- name: Since
+SELECT value, term, since FROM sqllock_elections WHERE name = ?1 AND term > ?2 ORDER BY term
