@@ -153,7 +153,12 @@ type rawTablelock struct {
 	free     *sql.Stmt // the take of a free row, tried first (PostgreSQL, MariaDB)
 }
 
-func newRawTablelock(db *sql.DB, d sqllock.Dialect) (*rawTablelock, error) {
+// rawTablelockSQL is the text of rawTablelock's statements on one dialect;
+// fence and free are empty where it runs none.
+type rawTablelockSQL struct{ acq, free, rel, fence string }
+
+// rawTablelockStatements returns rawTablelock's statements on d.
+func rawTablelockStatements(d sqllock.Dialect) (rawTablelockSQL, error) {
 	var acq, rel, fence, free string
 	switch d {
 	case sqllock.Postgres:
@@ -199,10 +204,18 @@ WHERE t.expires_at <= ` + now + ` RETURNING token`
 		rel = `UPDATE sqllock_locks SET hold_count = 0, owner = '', expires_at = ` + now + ` WHERE lock_key = ?1 AND owner = ?2 AND token = ?3`
 		fence = `UPDATE sqllock_fence SET value = MAX(value, ?1) WHERE id = 1`
 	default:
-		return nil, fmt.Errorf("raw tablelock: %w: %v", sqllock.ErrUnsupported, d)
+		return rawTablelockSQL{}, fmt.Errorf("raw tablelock: %w: %v", sqllock.ErrUnsupported, d)
 	}
+	return rawTablelockSQL{acq: acq, free: free, rel: rel, fence: fence}, nil
+}
+
+func newRawTablelock(db *sql.DB, d sqllock.Dialect) (*rawTablelock, error) {
+	q, err := rawTablelockStatements(d)
+	if err != nil {
+		return nil, err
+	}
+	acq, rel, fence, free := q.acq, q.rel, q.fence, q.free
 	r := &rawTablelock{d: d, db: db}
-	var err error
 	if r.acq, err = db.Prepare(acq); err != nil {
 		return nil, err
 	}
@@ -297,15 +310,21 @@ func (r *rawTablelock) close() {
 	}
 }
 
+// rawRowlockStatements returns the bare row lock's statements on d: the
+// locking read and the insert of a missing row.
+func rawRowlockStatements(d sqllock.Dialect) (lock, ensure string) {
+	if d.IsMySQL() {
+		return `SELECT 1 FROM sqllock_rows WHERE lock_key = ? FOR UPDATE`,
+			`INSERT IGNORE INTO sqllock_rows (lock_key) VALUES (?)`
+	}
+	return `SELECT 1 FROM sqllock_rows WHERE lock_key = $1 FOR UPDATE`,
+		`INSERT INTO sqllock_rows (lock_key) VALUES ($1) ON CONFLICT DO NOTHING`
+}
+
 // benchRowlock sets rowlock beside a bare row lock in a transaction, as
 // rowlock's BenchmarkAcquireRelease does.
 func benchRowlock(ctx context.Context, db *sql.DB, d sqllock.Dialect) (*benchPlan, error) {
-	lock := `SELECT 1 FROM sqllock_rows WHERE lock_key = $1 FOR UPDATE`
-	ensure := `INSERT INTO sqllock_rows (lock_key) VALUES ($1) ON CONFLICT DO NOTHING`
-	if d.IsMySQL() {
-		lock = `SELECT 1 FROM sqllock_rows WHERE lock_key = ? FOR UPDATE`
-		ensure = `INSERT IGNORE INTO sqllock_rows (lock_key) VALUES (?)`
-	}
+	lock, ensure := rawRowlockStatements(d)
 	st, err := db.PrepareContext(ctx, lock)
 	if err != nil {
 		return nil, err
@@ -492,6 +511,17 @@ func (c *rawAdvisory) close() {
 	c.conn.Close()
 }
 
+// rawCASStatements returns the hand-written compare-and-swap on the demo
+// table: the read, and the write guarded by the version read.
+func rawCASStatements(d sqllock.Dialect) (read, write string) {
+	if d == sqllock.Postgres {
+		return `SELECT units, version FROM sqllock_demo_stock WHERE item = $1`,
+			`UPDATE sqllock_demo_stock SET units = $1, version = version + 1 WHERE item = $2 AND version = $3`
+	}
+	return `SELECT units, version FROM sqllock_demo_stock WHERE item = ?`,
+		`UPDATE sqllock_demo_stock SET units = ?, version = version + 1 WHERE item = ? AND version = ?`
+}
+
 // benchOptimistic measures a write that needs no lock: read a row of the
 // demo table, bump its count, write it back only if its version did not
 // move. The library side is optimistic.Modify, as the demo sells through it.
@@ -499,12 +529,7 @@ func benchOptimistic(ctx context.Context, db *sql.DB, d sqllock.Dialect) (*bench
 	if err := createStockTable(ctx, db); err != nil {
 		return nil, fmt.Errorf("creating the demo table: %v", err)
 	}
-	read := `SELECT units, version FROM sqllock_demo_stock WHERE item = ?`
-	write := `UPDATE sqllock_demo_stock SET units = ?, version = version + 1 WHERE item = ? AND version = ?`
-	if d == sqllock.Postgres {
-		read = `SELECT units, version FROM sqllock_demo_stock WHERE item = $1`
-		write = `UPDATE sqllock_demo_stock SET units = $1, version = version + 1 WHERE item = $2 AND version = $3`
-	}
+	read, write := rawCASStatements(d)
 	t, err := optimistic.NewTable(d, stockTable, "item", "version")
 	if err != nil {
 		return nil, err
