@@ -37,18 +37,15 @@ func (mysqlDialect) schema(t string) string {
 ) ENGINE=InnoDB;`
 }
 
-// mysqlWaitSeconds bounds one blocking locking read. A blocked Acquire
-// repeats it until its context ends, so the context, not
+// A blocking locking read waits at most 5 seconds (WAIT 5). A blocked
+// Acquire repeats it until its context ends, so the context, not
 // innodb_lock_wait_timeout, bounds the wait; and a wait orphaned by a
 // cancel that could not reach the server ends within this bound.
-const mysqlWaitSeconds = 5
-
-// myStart is when the server started, in Unix seconds: exact, as
+//
+// The holder's life is when the server started, in Unix seconds: exact, as
 // UNIX_TIMESTAMP() and Uptime both read the statement's start. Not the
 // start-time field of UUID_SHORT(), which its 24-bit counter carries into
 // once per 2^24 calls server-wide, so that it drifts later than the start.
-const myStart = `UNIX_TIMESTAMP() - CAST((SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS
-  WHERE VARIABLE_NAME = 'Uptime') AS SIGNED)`
 
 // The prepared statements, by their index in mysqlStore.prepared.
 const (
@@ -76,19 +73,19 @@ type mysqlStore struct {
 }
 
 func (mysqlDialect) newStore(t string, env storeEnv) store {
-	sel := `SELECT NEXTVAL(sqllock_fence_seq) FROM ` + t + ` WHERE lock_key = ?`
-	wait := fmt.Sprintf(` WAIT %d`, mysqlWaitSeconds)
 	return &mysqlStore{
 		env: env,
 		prepared: []string{
-			myLockNoWait:  sel + ` FOR UPDATE NOWAIT`,
-			myLockWait:    sel + ` FOR UPDATE` + wait,
-			myShareNoWait: sel + ` LOCK IN SHARE MODE NOWAIT`,
-			myShareWait:   sel + ` LOCK IN SHARE MODE` + wait,
+			myLockNoWait:  `SELECT NEXTVAL(sqllock_fence_seq) FROM ` + t + ` WHERE lock_key = ? FOR UPDATE NOWAIT`,
+			myLockWait:    `SELECT NEXTVAL(sqllock_fence_seq) FROM ` + t + ` WHERE lock_key = ? FOR UPDATE WAIT 5`,
+			myShareNoWait: `SELECT NEXTVAL(sqllock_fence_seq) FROM ` + t + ` WHERE lock_key = ? LOCK IN SHARE MODE NOWAIT`,
+			myShareWait:   `SELECT NEXTVAL(sqllock_fence_seq) FROM ` + t + ` WHERE lock_key = ? LOCK IN SHARE MODE WAIT 5`,
 		},
-		ensure:       `SET STATEMENT innodb_lock_wait_timeout = 0 FOR INSERT IGNORE INTO ` + t + ` (lock_key) VALUES (?)`,
-		sessionQuery: `SELECT CONNECTION_ID(), ` + myStart,
-		aliveQuery: `SELECT ID, ` + myStart + `
+		ensure: `SET STATEMENT innodb_lock_wait_timeout = 0 FOR INSERT IGNORE INTO ` + t + ` (lock_key) VALUES (?)`,
+		sessionQuery: `SELECT CONNECTION_ID(), UNIX_TIMESTAMP() - CAST((SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS
+  WHERE VARIABLE_NAME = 'Uptime') AS SIGNED)`,
+		aliveQuery: `SELECT ID, UNIX_TIMESTAMP() - CAST((SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS
+  WHERE VARIABLE_NAME = 'Uptime') AS SIGNED)
 FROM information_schema.PROCESSLIST WHERE FIND_IN_SET(ID, ?) > 0`,
 	}
 }

@@ -24,15 +24,18 @@ func (mysqlCommonDialect) tokenQuery() string { return `SELECT sqllock_next_toke
 // MariaDB. A NOWAIT refusal is 3572 on MySQL 8 and 1205 on MariaDB; both
 // read as refused.
 func (mysqlCommonDialect) newStore(t string, env storeEnv) store {
-	sel := `SELECT sqllock_next_token() FROM ` + t + ` WHERE lock_key = ?`
 	return &mysqlCommonStore{mysqlStore: &mysqlStore{
 		env: env,
 		// LOCK IN SHARE MODE is the shared read both servers parse; its
 		// NOWAIT only MariaDB's (MySQL 8 wants FOR SHARE NOWAIT, which
 		// MariaDB lacks): no shared try here. Its slot stays empty, and
 		// the prepared list holds the blocking read twice instead.
-		prepared: []string{myLockNoWait: sel + ` FOR UPDATE NOWAIT`, myLockWait: sel + ` FOR UPDATE`,
-			myShareNoWait: sel + ` LOCK IN SHARE MODE`, myShareWait: sel + ` LOCK IN SHARE MODE`},
+		prepared: []string{
+			myLockNoWait:  `SELECT sqllock_next_token() FROM ` + t + ` WHERE lock_key = ? FOR UPDATE NOWAIT`,
+			myLockWait:    `SELECT sqllock_next_token() FROM ` + t + ` WHERE lock_key = ? FOR UPDATE`,
+			myShareNoWait: `SELECT sqllock_next_token() FROM ` + t + ` WHERE lock_key = ? LOCK IN SHARE MODE`,
+			myShareWait:   `SELECT sqllock_next_token() FROM ` + t + ` WHERE lock_key = ? LOCK IN SHARE MODE`,
+		},
 		noSharedTry: true,
 		// A held row makes it wait: it only runs after a locking read found
 		// no row, so one held since is rare, and the context bounds it.

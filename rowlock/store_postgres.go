@@ -23,7 +23,7 @@ func (postgresDialect) quote(name string) (string, error) {
 
 func (postgresDialect) placeholder(i int) string { return "$" + strconv.Itoa(i) }
 
-func (postgresDialect) tokenQuery() string { return `SELECT ` + pgSeq }
+func (postgresDialect) tokenQuery() string { return `SELECT sqllock_next_token()` }
 
 func (postgresDialect) schema(t string) string {
 	return `CREATE TABLE ` + t + ` (
@@ -32,15 +32,10 @@ func (postgresDialect) schema(t string) string {
 );`
 }
 
-// pgTryInsertTimeout bounds how long TryAcquire waits on another
-// transaction's uncommitted insert of the same key: INSERT has no NOWAIT.
-const pgTryInsertTimeout = "10ms"
-
-const pgSeq = sqlutil.PostgresToken
-
-// pgXid is the lock's transaction id as pg_stat_activity.backend_xid shows
-// it (32 bits); the lock statements write, so it is assigned already.
-const pgXid = `pg_current_xact_id()::xid`
+// Tokens come from sqllock_next_token() (sqlutil.PostgresToken). The
+// holder is the session's pid and the lock's transaction id as
+// pg_stat_activity.backend_xid shows it (pg_current_xact_id()::xid, 32
+// bits); the lock statements write, so the xid is assigned already.
 
 // The prepared statements, by their index in postgresStore.prepared.
 const (
@@ -70,31 +65,32 @@ type postgresStore struct {
 
 func (postgresDialect) newStore(t string, env storeEnv) store {
 	s := &postgresStore{env: env, prepared: make([]string, 8)}
-	// lock returns (token, pg_backend_pid(), xid); the token is 0 when this
-	// transaction inserted the row, and stamp then issues it. The ON
-	// CONFLICT SET list runs after the row lock is granted, so the token is
-	// drawn while held.
+	// lock returns (token, pid, xid); the token is 0 when this transaction
+	// inserted the row, and stamp then issues it. The ON CONFLICT SET list
+	// runs after the row lock is granted, so the token is drawn while held.
 	s.prepared[pgLock] = `INSERT INTO ` + t + ` AS r (lock_key, token) VALUES ($1, 0)
-ON CONFLICT (lock_key) DO UPDATE SET token = ` + pgSeq + `
-RETURNING r.token, pg_backend_pid(), ` + pgXid
-	s.prepared[pgStamp] = `UPDATE ` + t + ` SET token = ` + pgSeq + ` WHERE lock_key = $1 RETURNING token`
+ON CONFLICT (lock_key) DO UPDATE SET token = sqllock_next_token()
+RETURNING r.token, pg_backend_pid(), pg_current_xact_id()::xid`
+	s.prepared[pgStamp] = `UPDATE ` + t + ` SET token = sqllock_next_token() WHERE lock_key = $1 RETURNING token`
 	// tryLock is lock with NOWAIT, for an existing row. The sub-select takes
 	// the lock NOWAIT before the outer UPDATE evaluates its SET list.
-	s.prepared[pgTryLock] = `UPDATE ` + t + ` SET token = ` + pgSeq + `
+	s.prepared[pgTryLock] = `UPDATE ` + t + ` SET token = sqllock_next_token()
 WHERE lock_key = (SELECT lock_key FROM ` + t + ` WHERE lock_key = $1 FOR UPDATE NOWAIT)
-RETURNING token, pg_backend_pid(), ` + pgXid
+RETURNING token, pg_backend_pid(), pg_current_xact_id()::xid`
 	s.prepared[pgTryInsert] = `INSERT INTO ` + t + ` (lock_key, token) VALUES ($1, 0) ON CONFLICT (lock_key) DO NOTHING RETURNING token`
-	s.prepared[pgStampRestore] = `UPDATE ` + t + ` SET token = ` + pgSeq + ` WHERE lock_key = $1
-RETURNING token, pg_backend_pid(), ` + pgXid + `, set_config('lock_timeout', $2, true)`
+	s.prepared[pgStampRestore] = `UPDATE ` + t + ` SET token = sqllock_next_token() WHERE lock_key = $1
+RETURNING token, pg_backend_pid(), pg_current_xact_id()::xid, set_config('lock_timeout', $2, true)`
 	// share takes a shared row lock and then draws the token: a sub-select
 	// with FOR SHARE is never flattened, so the outer select list runs on
 	// the row once locked. Nothing is written to the row: readers overlap.
-	share := `SELECT ` + pgSeq + `, pg_backend_pid(), ` + pgXid + `
-FROM (SELECT lock_key FROM ` + t + ` WHERE lock_key = $1 FOR SHARE`
-	s.prepared[pgShare] = share + `) s`
-	s.prepared[pgTryShare] = share + ` NOWAIT) s`
+	s.prepared[pgShare] = `SELECT sqllock_next_token(), pg_backend_pid(), pg_current_xact_id()::xid
+FROM (SELECT lock_key FROM ` + t + ` WHERE lock_key = $1 FOR SHARE) s`
+	s.prepared[pgTryShare] = `SELECT sqllock_next_token(), pg_backend_pid(), pg_current_xact_id()::xid
+FROM (SELECT lock_key FROM ` + t + ` WHERE lock_key = $1 FOR SHARE NOWAIT) s`
 	s.prepared[pgShareInsert] = `INSERT INTO ` + t + ` (lock_key, token) VALUES ($1, 0) ON CONFLICT (lock_key) DO NOTHING`
-	s.tryPrepare = `SELECT current_setting('lock_timeout'), set_config('lock_timeout', '` + pgTryInsertTimeout + `', true)`
+	// TryAcquire waits at most 10ms on another transaction's uncommitted
+	// insert of the same key: INSERT has no NOWAIT.
+	s.tryPrepare = `SELECT current_setting('lock_timeout'), set_config('lock_timeout', '10ms', true)`
 	s.aliveQuery = `SELECT h.i FROM unnest(string_to_array($1, ',')::int[], string_to_array($2, ',')::xid[])
   WITH ORDINALITY AS h(pid, xid, i)
 JOIN pg_stat_activity a ON a.pid = h.pid AND a.backend_xid = h.xid`
