@@ -96,8 +96,8 @@ func (s versionSQL) read(ctx context.Context, c *stmtcache.Cache, db *sql.DB, ke
 }
 
 // syntax is what stores share: quoting and parameters, told apart by
-// data, and the Counter's statements, which every dialect writes alike.
-// Each store embeds it; one whose dialect differs overrides the method.
+// data (a Table's statements name the caller's columns, so they are put
+// together from them). Each store embeds it.
 type syntax struct {
 	dialect  sqllock.Dialect // whose quotes
 	mark     string          // the parameter marker: "$", "?"
@@ -120,14 +120,4 @@ type counterQueries struct {
 	left   string // item -> units left, stripes
 	clear  string // item
 	insert string // item, stripe, qty
-}
-
-func (s syntax) counter(t string) counterQueries {
-	return counterQueries{
-		take:   `UPDATE ` + t + ` SET qty = qty - 1 WHERE item = ` + s.ph(1) + ` AND stripe = ` + s.ph(2) + ` AND qty > 0`,
-		total:  `SELECT COALESCE(SUM(qty), 0) FROM ` + t + ` WHERE item = ` + s.ph(1),
-		left:   `SELECT COALESCE(SUM(qty), 0), COUNT(*) FROM ` + t + ` WHERE item = ` + s.ph(1),
-		clear:  `DELETE FROM ` + t + ` WHERE item = ` + s.ph(1),
-		insert: `INSERT INTO ` + t + ` (item, stripe, qty) VALUES (` + s.ph(1) + `, ` + s.ph(2) + `, ` + s.ph(3) + `)`,
-	}
 }

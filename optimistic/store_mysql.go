@@ -26,3 +26,13 @@ ON DUPLICATE KEY UPDATE version = NEXTVAL(sqllock_fence_seq) RETURNING version`,
 func (mysqlStore) counterSchema(t string) string {
 	return `CREATE TABLE ` + t + ` (item varbinary(255) NOT NULL, stripe int NOT NULL, qty bigint NOT NULL, PRIMARY KEY (item, stripe)) ENGINE=InnoDB`
 }
+
+func (mysqlStore) counter(t string) counterQueries {
+	return counterQueries{
+		take:   `UPDATE ` + t + ` SET qty = qty - 1 WHERE item = ? AND stripe = ? AND qty > 0`,
+		total:  `SELECT COALESCE(SUM(qty), 0) FROM ` + t + ` WHERE item = ?`,
+		left:   `SELECT COALESCE(SUM(qty), 0), COUNT(*) FROM ` + t + ` WHERE item = ?`,
+		clear:  `DELETE FROM ` + t + ` WHERE item = ?`,
+		insert: `INSERT INTO ` + t + ` (item, stripe, qty) VALUES (?, ?, ?)`,
+	}
+}

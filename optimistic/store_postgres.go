@@ -27,3 +27,13 @@ ON CONFLICT (lock_key) DO UPDATE SET version = ` + sqlutil.PostgresToken + ` RET
 func (postgresStore) counterSchema(t string) string {
 	return `CREATE TABLE ` + t + ` (item varchar(255) NOT NULL, stripe integer NOT NULL, qty bigint NOT NULL, PRIMARY KEY (item, stripe))`
 }
+
+func (postgresStore) counter(t string) counterQueries {
+	return counterQueries{
+		take:   `UPDATE ` + t + ` SET qty = qty - 1 WHERE item = $1 AND stripe = $2 AND qty > 0`,
+		total:  `SELECT COALESCE(SUM(qty), 0) FROM ` + t + ` WHERE item = $1`,
+		left:   `SELECT COALESCE(SUM(qty), 0), COUNT(*) FROM ` + t + ` WHERE item = $1`,
+		clear:  `DELETE FROM ` + t + ` WHERE item = $1`,
+		insert: `INSERT INTO ` + t + ` (item, stripe, qty) VALUES ($1, $2, $3)`,
+	}
+}

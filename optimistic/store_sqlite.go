@@ -59,3 +59,13 @@ func (s sqliteVersions) stamp(ctx context.Context, _ *stmtcache.Cache, db *sql.D
 func (sqliteStore) counterSchema(t string) string {
 	return `CREATE TABLE ` + t + ` (item TEXT NOT NULL, stripe INTEGER NOT NULL, qty INTEGER NOT NULL, PRIMARY KEY (item, stripe))`
 }
+
+func (sqliteStore) counter(t string) counterQueries {
+	return counterQueries{
+		take:   `UPDATE ` + t + ` SET qty = qty - 1 WHERE item = ?1 AND stripe = ?2 AND qty > 0`,
+		total:  `SELECT COALESCE(SUM(qty), 0) FROM ` + t + ` WHERE item = ?1`,
+		left:   `SELECT COALESCE(SUM(qty), 0), COUNT(*) FROM ` + t + ` WHERE item = ?1`,
+		clear:  `DELETE FROM ` + t + ` WHERE item = ?1`,
+		insert: `INSERT INTO ` + t + ` (item, stripe, qty) VALUES (?1, ?2, ?3)`,
+	}
+}
