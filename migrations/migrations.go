@@ -16,13 +16,18 @@
 // server, detected when the provider is made (sqllock.DetectServer), not
 // by the dialect. MariaDB runs every file: the sequence of 00001 feeds the
 // MySQL dialect, the ticket table and function of 00010 the MySQLCommon
-// one, so a MariaDB database serves either path. MySQL has no SEQUENCE:
+// one, so a MariaDB database serves either path; since 00015 the function
+// draws from the sequence there too, so both paths share one counter and a
+// move between them keeps tokens growing. MySQL has no SEQUENCE:
 // there the CREATE/DROP SEQUENCE lines of 00001 are left out (they never
 // ran on a MySQL server, so no applied migration changes) and 00010 is
-// its token source; so on a Galera node. 00010 creates a stored function, which, with binary
-// logging on, needs SUPER or log_bin_trust_function_creators=1.
-// Users of another migration tool on MySQL drop those two lines the same
-// way (see ForServer).
+// its token source; so on a database created on a Galera node (a MariaDB
+// database that becomes one keeps 00015's function, which then draws
+// tickets above the sequence). 00010 and 00015 create a stored function,
+// which, with binary logging on, needs SUPER or
+// log_bin_trust_function_creators=1. Users of another migration tool on
+// MySQL drop those two lines the same way, and on Galera also the MariaDB
+// executable comments /*M! ... */ (see ForServer).
 package migrations
 
 import (
@@ -233,9 +238,8 @@ func (s sessionLocker) SessionUnlock(ctx context.Context, conn *sql.Conn) error 
 // ForServer returns the mysql/ folder fsys as srv runs it: unchanged on
 // MariaDB; without the CREATE SEQUENCE and DROP SEQUENCE lines on MySQL
 // and on Galera nodes, which have no sequences (Galera refuses them with
-// error 1235) and take their tokens from 00010's tickets.
-var mariaDBComment = regexp.MustCompile(`/\*M!.*?\*/`)
-
+// error 1235) and take their tokens from 00010's tickets; there also
+// without MariaDB's executable comments, which use the sequence.
 func ForServer(fsys fs.FS, srv sqllock.Server) (fs.FS, error) {
 	if srv.MariaDB && !srv.Galera {
 		return fsys, nil
@@ -265,3 +269,7 @@ func ForServer(fsys fs.FS, srv sqllock.Server) (fs.FS, error) {
 	})
 	return out, err
 }
+
+// mariaDBComment matches an executable comment, on one line or several
+// (the MariaDB part of a function body).
+var mariaDBComment = regexp.MustCompile(`(?s)/\*M!.*?\*/`)

@@ -287,12 +287,15 @@ func describeDown(d sqllock.Dialect, plan []*goose.Source) (string, error) {
 	return out, nil
 }
 
-// downStatement, alterStatement and redefineStatement are the kinds of
-// statement sqllock's Down sections hold.
+// downStatement, alterStatement, redefineStatement and rowsStatement are
+// the kinds of statement sqllock's Down sections hold. A function dropped
+// and created again in one Down (MySQL has no CREATE OR REPLACE FUNCTION)
+// is a change, not a drop.
 var (
 	downStatement     = regexp.MustCompile(`(?is)^DROP\s+(TABLE|SEQUENCE|INDEX|FUNCTION)\s+(?:IF\s+EXISTS\s+)?([A-Za-z0-9_.]+)$`)
 	alterStatement    = regexp.MustCompile(`(?is)^(?:ALTER\s+TABLE|CREATE\s+INDEX\s+[A-Za-z0-9_]+\s+ON)\s+([A-Za-z0-9_.]+)\s`)
-	redefineStatement = regexp.MustCompile(`(?is)^(?:ALTER\s+(SEQUENCE)|CREATE\s+OR\s+REPLACE\s+(FUNCTION))\s+([A-Za-z0-9_.]+)[\s(]`)
+	redefineStatement = regexp.MustCompile(`(?is)^(?:ALTER\s+(SEQUENCE)|CREATE\s+(?:OR\s+REPLACE\s+)?(FUNCTION))\s+([A-Za-z0-9_.]+)[\s(]`)
+	rowsStatement     = regexp.MustCompile(`(?is)^(?:INSERT\s+INTO|DELETE\s+FROM)\s+([A-Za-z0-9_.]+)(?:[\s(]|$)`)
 )
 
 // downObjects reads the Down section of migration file name and returns
@@ -335,8 +338,15 @@ func downObjects(d sqllock.Dialect, name string) (drops, changes []string, err e
 			changes = append(changes, strings.ToLower(m[1]+m[2])+" "+m[3])
 			continue
 		}
+		if m := rowsStatement.FindStringSubmatch(text); m != nil {
+			if c := "table " + m[1]; !slices.Contains(changes, c) {
+				changes = append(changes, c)
+			}
+			continue
+		}
 		return nil, nil, fmt.Errorf("migration %s: cannot describe its Down statement %q", name, text)
 	}
+	drops = slices.DeleteFunc(drops, func(o string) bool { return slices.Contains(changes, o) })
 	return drops, changes, nil
 }
 

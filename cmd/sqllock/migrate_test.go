@@ -40,3 +40,14 @@ func TestDownDescribedBlock(t *testing.T) {
 		t.Fatalf("drops %q, changes %q, %v", drops, changes, err)
 	}
 }
+
+// TestDownDescribedRedefined: on MySQL a function is dropped and created
+// again (no CREATE OR REPLACE FUNCTION there), and rows written to raise a
+// counter: both are changes, nothing is dropped.
+func TestDownDescribedRedefined(t *testing.T) {
+	drops, changes, err := downObjects(sqllock.MySQL, "00015_one_token_source.sql")
+	if err != nil || len(drops) != 0 ||
+		!slices.Equal(changes, []string{"table sqllock_tickets", "function sqllock_next_token"}) {
+		t.Fatalf("drops %q, changes %q, %v", drops, changes, err)
+	}
+}
