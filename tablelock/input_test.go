@@ -47,6 +47,9 @@ func TestBadOptions(t *testing.T) {
 			"renew past TTL":   tablelock.WithRenewInterval(time.Minute),
 			"negative margin":  tablelock.WithSafetyMargin(-time.Second),
 			"negative backoff": tablelock.WithMaxBackoff(-time.Second),
+			"zero wait bound":  tablelock.WithWaitBound(0),
+			"zero claim":       tablelock.WithClaimWindow(0),
+			"claim past TTL":   tablelock.WithClaimWindow(time.Minute),
 		} {
 			l, err := tablelock.New(db.DB, db.Dialect, opt)
 			if !errors.Is(err, sqllock.ErrInvalidOption) {

@@ -41,6 +41,7 @@ var errClosed = errors.New("tablelock: locker closed")
 // Locker hands out leases backed by rows of a lock table. It is safe for
 // concurrent use. Close ends what it still holds (see the package doc).
 type Locker struct {
+	db      *sql.DB
 	tbl     *rowlease.Table
 	cfg     config
 	host    string
@@ -75,6 +76,9 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
 	if err := cfg.finish(); err != nil {
 		return nil, fmt.Errorf("tablelock: %w", err)
 	}
+	if cfg.fair && !roomToListen(db) {
+		return nil, fmt.Errorf("tablelock: %w: WithFairness on a pool of one connection (SetMaxOpenConns(1)): a fair waiter listens for its grant on a session of its own, beside its statements", sqllock.ErrInvalidOption)
+	}
 	// A wake-up says "look again": several before a try count as one.
 	waiters := waitq.New(waitq.Coalesce)
 	tbl, err := rowlease.Open(db, d, rowlease.Config{
@@ -89,7 +93,7 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
 		return nil, fmt.Errorf("tablelock: %w", err)
 	}
 	l := &Locker{
-		tbl: tbl, cfg: cfg, host: identity.Host(), waiters: waiters,
+		db: db, tbl: tbl, cfg: cfg, host: identity.Host(), waiters: waiters,
 		done:  make(chan struct{}),
 		holds: make(map[holdID]*hold),
 		tel:   telemetry.New("tablelock", d.String(), cfg.tel),
@@ -140,7 +144,13 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ sqllock.
 		return nil, notAcquired(key, err)
 	}
 	listening := false
-	if wait && l.ln != nil {
+	if wait && l.ln != nil && !roomToListen(l.db) {
+		if l.cfg.fair {
+			return nil, fmt.Errorf("tablelock: acquire %q: %w: WithFairness on a pool of one connection: no room for the session that listens for grants", key, sqllock.ErrUnsupported)
+		}
+		// The listening session would pin the pool's one connection, and
+		// the tries would wait for it: this waiter polls.
+	} else if wait && l.ln != nil {
 		// Subscribe before the first try so a release between a refused
 		// try and the wait cannot be missed.
 		if err := l.ln.Subscribe(ctx); err == nil {
@@ -160,7 +170,9 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ sqllock.
 	if listening && l.cfg.fair {
 		l.mu.Lock()
 		if !l.closed {
-			g = l.ln.Expect(key, owner, l.host, l.cfg.ttl)
+			// A grant holds the key for the claim window; the
+			// grantee's take (its claim) extends it to the TTL.
+			g = l.ln.Expect(key, owner, l.host, l.cfg.claim)
 		}
 		if g != nil {
 			l.fairWaiters.Add(1)
@@ -197,11 +209,11 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ sqllock.
 		Closed:    l.done,
 		Block:     l.blockFor(key, &last),
 		Wake:      g.Wake(),
+		Bound:     l.cfg.bound,
 		Try: func(ctx context.Context, t waitloop.Turn) (waitloop.Result, error) {
-			lease, heard, err := l.granted(ctx, key, owner, g)
-			if lease != nil || err != nil {
-				won, tries = lease, t.Tries+1
-				return waitloop.Result{Won: lease != nil, Remaining: -1}, err
+			var heard int64
+			if g != nil {
+				heard = g.Take()
 			}
 			// A queued first try, or one woken by a release, expects the
 			// key free.
@@ -211,16 +223,15 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ sqllock.
 				c.Entry, c.Above = g.Entry, g.Above()
 				c.Accept = c.Above >= 0
 				if heard > 0 {
-					// A grant heard but not usable as it came: this take
-					// takes it as its own.
+					// A grant heard: this take claims it, within the
+					// claim window (WithClaimWindow), as its own.
 					c.Accept, c.Above = true, heard-1
 				}
 			}
-			sent := time.Now()
 			lease, a, err := l.try(ctx, c)
 			won, last, tries = lease, a, t.Tries+1
 			if g != nil && err == nil && lease == nil && a.Queued {
-				g.Queued(sent, a.Token)
+				g.Queued(a.Token)
 			}
 			r := waitloop.Result{Won: lease != nil, Remaining: a.Remaining}
 			if lease == nil {
@@ -277,38 +288,9 @@ func (l *Locker) enter() bool {
 	return true
 }
 
-// granted returns a lease on key for owner from a grant g heard. It
-// returns no lease, and the grant's token (heard), when the lease cannot be
-// counted from the take that queued the entry: none was seen (its answer
-// was lost), or it was sent too long ago; the next take of the entry then
-// takes the grant as its own. A grant that arrives as the Locker closes
-// is given back.
-func (l *Locker) granted(ctx context.Context, key, owner string, g *rowlease.Grant) (_ *Lease, heard int64, _ error) {
-	if g == nil {
-		return nil, 0, nil
-	}
-	token, since, ok := g.Take()
-	if !ok || time.Since(since) > l.cfg.ttl/2 {
-		return nil, token, nil
-	}
-	if !l.enter() {
-		l.voidGrant(ctx, key, g, token)
-		return nil, 0, errClosed
-	}
-	defer l.tries.Done()
-	if s := l.newLease(ctx, key, owner, rowlease.Attempt{Won: true, Token: token, Holds: 1}, since); s != nil {
-		return s, 0, nil
-	}
-	l.voidGrant(ctx, key, g, token)
-	return nil, 0, errClosed
-}
-
-// voidGrant gives back the grant of key to g under token.
-func (l *Locker) voidGrant(ctx context.Context, key string, g *rowlease.Grant, token int64) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lease.ReleaseTimeout)
-	defer cancel()
-	_ = l.tbl.Void(ctx, key, g, token)
-}
+// roomToListen reports whether db's pool leaves room for a listening
+// session beside the statements: not a pool of one connection.
+func roomToListen(db *sql.DB) bool { return db.Stats().MaxOpenConnections != 1 }
 
 // blockFor returns the waitloop.Spec.Block of an Acquire of key: a wait
 // on the key's gate, where the Locker has gates; last is the Acquire's

@@ -18,6 +18,14 @@ const DefaultTable = "sqllock_locks"
 // DefaultTTL is the lease length when WithTTL is not given.
 const DefaultTTL = 30 * time.Second
 
+// DefaultWaitBound is how long a blocked Acquire waits at most before it
+// looks at its key again, when WithWaitBound is not given.
+const DefaultWaitBound = time.Second
+
+// DefaultClaimWindow is how long a grant in fair order waits for its
+// waiter's claim, when WithClaimWindow is not given.
+const DefaultClaimWindow = 250 * time.Millisecond
+
 // MinTTL is the shortest TTL accepted: shorter leases could not be renewed
 // in time over a real network.
 const MinTTL = 10 * time.Millisecond
@@ -37,6 +45,8 @@ type config struct {
 	pooler      bool
 	asyncCommit bool
 	fair        bool
+	bound       time.Duration
+	claim       time.Duration
 	logger      *slog.Logger
 	tel         telemetry.Options
 }
@@ -47,6 +57,8 @@ func defaults() config {
 		ttl:        DefaultTTL,
 		maxBackoff: 100 * time.Millisecond,
 		notify:     true,
+		bound:      DefaultWaitBound,
+		claim:      DefaultClaimWindow,
 		logger:     slog.New(slog.DiscardHandler),
 	}
 }
@@ -180,6 +192,42 @@ func WithFairness(on bool) Option {
 	}
 }
 
+// WithWaitBound sets the longest a blocked Acquire waits before it looks
+// at its key again, whatever it waits for (default 1s; at most the
+// holder's remaining lease where that is shorter). Wake-ups (a release in
+// this process, a NOTIFY, a MariaDB gate, a grant) are the fast path; the
+// bound is the safety net, so a wake-up lost (a waiter called or granted
+// the key and gone, a notice unheard) costs a waiter at most the bound,
+// never a lease. An idle waiter costs the database about one statement
+// per bound.
+func WithWaitBound(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: wait bound %v must be positive", sqllock.ErrInvalidOption, d)
+		}
+		c.bound = d
+		return nil
+	}
+}
+
+// WithClaimWindow sets how long a grant in fair order ([WithFairness])
+// holds the key for its waiter before the waiter claims it (default
+// 250ms). A release that grants the key to a queued waiter gives it this
+// window, on the database clock; the waiter, which normally hears the
+// grant at once, claims the key with a take that extends it to its TTL.
+// A grant nobody claims (the waiter's process died, its Locker closed)
+// lapses after the window, and the key goes to the waiters queued next.
+// It must be shorter than the TTL.
+func WithClaimWindow(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: claim window %v must be positive", sqllock.ErrInvalidOption, d)
+		}
+		c.claim = d
+		return nil
+	}
+}
+
 // WithAsyncCommit makes the lock's own statements commit without waiting for
 // the PostgreSQL WAL flush (synchronous_commit = off for those statements
 // only), roughly tripling the rate on one connection. Releases already do
@@ -224,6 +272,9 @@ func (c *config) finish() error {
 			return fmt.Errorf("%w: WithNotify(true) with WithTransactionPooler: LISTEN does not reach a client through a transaction pooler", sqllock.ErrInvalidOption)
 		}
 		c.notify = false
+	}
+	if c.claim >= c.ttl {
+		return fmt.Errorf("%w: claim window %v must be shorter than the TTL %v", sqllock.ErrInvalidOption, c.claim, c.ttl)
 	}
 	if c.margin == 0 {
 		c.margin = c.ttl / 10

@@ -11,31 +11,30 @@ import (
 // Grants, in fair order (Config.Fair): a waiting fair Locker queues an
 // entry per owner in the row, and the release that finds an entry first in
 // the queue hands the row straight to it (store_postgres.go, frees): the
-// entry's owner holds it, under a new token, with the entry's lease from
-// then on. The release calls the entry's Locker with the token, and the
-// waiter holds the key when the call arrives: a handoff costs one commit,
-// not a release and then a take.
+// entry's owner holds it, under a new token, for the entry's claim window
+// (the lease an entry carries; tablelock.WithClaimWindow). The release
+// calls the entry's Locker with the token, and the waiter claims the row
+// with a take of its own (accept), which extends it to the waiter's TTL
+// and clears called: no one cuts in line, and a grantee that is gone
+// (crashed, closed, given up) holds the key for the window only, after
+// which the row is free to anyone, and the two entries queued next, which
+// heard a copy of the grant, look.
 //
-// Two ways to learn of a grant, and each is taken once:
+// Two ways to learn of a grant, and each ends in the same claim:
 //   - the call, heard by the Locker's Listener and handed to the waiter's
-//     Grant slot; the waiter holds the key without a statement, and its
-//     lease counts from when it sent the last take that found its entry
-//     queued (the grant, and so the row's expiry, came later);
-//   - a take of the waiter's own (after a reconnection, or a wake-up of
-//     this process), which finds the row granted to its entry and takes
-//     it as its own (accept), clearing called; the call, if it comes
-//     later, then finds nothing to void.
+//     Grant slot, which wakes the waiter;
+//   - a take of the waiter's own (after a reconnection, a wake-up of this
+//     process, or its bounded wait), which finds the row granted to its
+//     entry under a token above the holder it last saw.
 //
-// A grant nobody takes (the waiter gave up, its Locker closed) is voided:
+// A grant that reaches a Listener with no waiter for it is voided at once:
 // given back like a release, which grants the row to the next entry. A
 // voiding names the grant's token, or one above the tokens its caller has
 // seen or holds: an earlier grant to the same entry (one owner's waiters
-// in one Locker share it) may still be in use. A Locker that dies with its
-// entry queued holds the key, when its turn comes, for the entry's lease,
-// as a holder that dies does.
+// in one Locker share it) may still be in use.
 
-// An entry's fields after the Table's id (callerLen): the lease in
-// microseconds, the owner's and the host's lengths in characters, in
+// An entry's fields after the Table's id (callerLen): the grant's lease
+// (the claim window) in microseconds, the owner's and the host's lengths in characters, in
 // digits; entryHead is where the owner starts.
 const (
 	entryTTLLen   = 15
@@ -105,10 +104,10 @@ type Grant struct {
 	owner string
 	wake  chan struct{}
 
-	mu       sync.Mutex
-	token    int64     // a grant heard and not yet used; 0 when none
-	queuedAt time.Time // when the last take that found Entry queued was sent
-	above    int64     // the holder's token that take saw
+	mu     sync.Mutex
+	token  int64 // a grant heard and not yet claimed; 0 when none
+	queued bool  // a take found Entry queued
+	above  int64 // the holder's token the last such take saw
 }
 
 // Wake receives a value when a grant arrives; nil for a nil g.
@@ -119,12 +118,12 @@ func (g *Grant) Wake() <-chan struct{} {
 	return g.wake
 }
 
-// Queued records a take sent at sent that was refused by a holder under
-// token and found the entry queued: a grant to the entry comes after it.
-func (g *Grant) Queued(sent time.Time, token int64) {
+// Queued records a take that was refused by a holder under token and
+// found the entry queued: a grant to the entry comes after it.
+func (g *Grant) Queued(token int64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.queuedAt, g.above = sent, token
+	g.queued, g.above = true, token
 }
 
 // Above is the holder's token the last take that found the entry queued
@@ -133,21 +132,20 @@ func (g *Grant) Queued(sent time.Time, token int64) {
 func (g *Grant) Above() int64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.queuedAt.IsZero() {
+	if !g.queued {
 		return -1
 	}
 	return g.above
 }
 
-// Take returns the token of a grant heard and not yet used (0 when none),
-// and when the last take that found the entry queued was sent: the lease
-// counts from then. ok is false when no grant was heard, or no such take
-// was seen (its answer was lost).
-func (g *Grant) Take() (token int64, since time.Time, ok bool) {
+// Take returns the token of a grant heard and not yet claimed, 0 when
+// none: the waiter's next take claims it (Claim.Accept).
+func (g *Grant) Take() int64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	token, g.token = g.token, 0
-	return token, g.queuedAt, token > 0 && !g.queuedAt.IsZero()
+	token := g.token
+	g.token = 0
+	return token
 }
 
 func (g *Grant) deliver(token int64) {
@@ -161,7 +159,8 @@ func (g *Grant) deliver(token int64) {
 }
 
 // Expect returns the slot of owner's waiter of key, whose entry its takes
-// queue (Claim.Entry), or nil when another waiter of the owner expects the
+// queue (Claim.Entry), and a grant to which holds the key for ttl (the
+// claim window), or nil when another waiter of the owner expects the
 // key in this Locker (it waits without an entry) or the entry cannot be
 // made. End it with Unexpect.
 func (ln *Listener) Expect(key, owner, host string, ttl time.Duration) *Grant {

@@ -78,6 +78,10 @@ type Table struct {
 	bg     sync.WaitGroup // detached takes and their give-backs
 	work   *workers       // where detached takes run
 	live   map[int]string // Live's statement, by number of keys
+	// turns: in fair order, the last detached statement (a take, a
+	// leave) of each key, closed when it ends: the next waits for it
+	// (serial).
+	turns map[string]chan struct{}
 }
 
 // errClosed: a detached take was asked of a closed Table.
@@ -257,6 +261,14 @@ func (t *Table) TakeDetached(ctx context.Context, c Claim) (Attempt, error) {
 	}
 	t.bg.Add(1)
 	t.mu.Unlock()
+	var mine chan struct{}
+	if c.Entry != "" {
+		var err error
+		if mine, err = t.waitTurn(ctx, c.Key); err != nil {
+			t.bg.Done()
+			return Attempt{Remaining: -1}, err
+		}
+	}
 	type result struct {
 		a   Attempt
 		err error
@@ -265,6 +277,7 @@ func (t *Table) TakeDetached(ctx context.Context, c Claim) (Attempt, error) {
 	gaveUp := make(chan struct{})
 	t.work.run(func() {
 		defer t.bg.Done()
+		defer t.endTurn(c.Key, mine)
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lease.ReleaseTimeout)
 		a, err := t.Take(sctx, c)
 		cancel()
@@ -287,6 +300,64 @@ func (t *Table) TakeDetached(ctx context.Context, c Claim) (Attempt, error) {
 	case <-ctx.Done():
 		close(gaveUp)
 		return Attempt{Remaining: -1}, ctx.Err()
+	}
+}
+
+// serial makes the fair statements of one key in a Table run one at a
+// time: a take cut off while it waited for the row lock commits its
+// refusal, which queues its entry, after its caller has gone, and a leave
+// of the entry beside it would find nothing to take out. One at a time,
+// the leave comes after the take; and the statements of Acquires cut off
+// one after another do not pile up, a session each, on the row lock.
+//
+// waitTurn waits, within ctx, until no fair statement of key runs, and
+// takes the turn: the caller ends it with endTurn.
+func (t *Table) waitTurn(ctx context.Context, key string) (chan struct{}, error) {
+	for {
+		t.mu.Lock()
+		prev := t.turns[key]
+		if prev == nil {
+			mine := make(chan struct{})
+			if t.turns == nil {
+				t.turns = make(map[string]chan struct{})
+			}
+			t.turns[key] = mine
+			t.mu.Unlock()
+			return mine, nil
+		}
+		t.mu.Unlock()
+		select {
+		case <-prev:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// queueTurn takes the turn after the fair statements of key queued now,
+// without waiting: the caller waits for prev (nil: none) before it runs,
+// and ends its turn with endTurn.
+func (t *Table) queueTurn(key string) (prev, mine chan struct{}) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	prev, mine = t.turns[key], make(chan struct{})
+	if t.turns == nil {
+		t.turns = make(map[string]chan struct{})
+	}
+	t.turns[key] = mine
+	return prev, mine
+}
+
+// endTurn ends the turn mine of key (nil: none).
+func (t *Table) endTurn(key string, mine chan struct{}) {
+	if mine == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	close(mine)
+	if t.turns[key] == mine {
+		delete(t.turns, key)
 	}
 }
 
@@ -334,10 +405,12 @@ func (t *Table) Leave(ctx context.Context, key string, g *Grant, above int64) (b
 	return n+v > 0, err
 }
 
-// LeaveQueue runs Leave in the background: the waiter of g gave up.
-// Afterwards Config.Freed is called with key: a waiter of this process
-// that came meanwhile, and may have found the entry queued already (one of
-// the same owner), looks again. Close waits for it.
+// LeaveQueue runs Leave in the background: the waiter of g gave up. It
+// runs after the fair statements of key in flight (waitTurn), a take of
+// the waiter's own included. Afterwards Config.Freed is called with key:
+// a waiter of this process that came meanwhile, and may have found the
+// entry queued already (one of the same owner), looks again. Close waits
+// for it.
 func (t *Table) LeaveQueue(key string, g *Grant, above int64) {
 	if _, ok := t.st.(queuer); !ok || !t.cfg.Fair || g == nil {
 		return
@@ -349,8 +422,13 @@ func (t *Table) LeaveQueue(key string, g *Grant, above int64) {
 	}
 	t.bg.Add(1)
 	t.mu.Unlock()
+	prev, mine := t.queueTurn(key)
 	t.work.run(func() {
 		defer t.bg.Done()
+		defer t.endTurn(key, mine)
+		if prev != nil {
+			<-prev // each bounded by lease.ReleaseTimeout
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), lease.ReleaseTimeout)
 		defer cancel()
 		if left, err := t.Leave(ctx, key, g, above); left && err == nil && t.cfg.Freed != nil {

@@ -24,7 +24,8 @@
 //     with jitter for the head of the queue (capped lower while the
 //     refusals name new holders: turned), and the cap for the others,
 //     who are woken in turn by releases in this process and poll only for
-//     releases elsewhere.
+//     releases elsewhere. With Spec.Bound, no wait outlasts the bound: the
+//     waiter then looks again, whatever it was waiting for.
 //
 // A non-blocking acquisition tries once and does not queue.
 package waitloop
@@ -92,6 +93,11 @@ type Spec struct {
 	// Wake, when set, receives when this waiter alone should try again
 	// (a grant of the key to it: rowlease.Grant); nil never does.
 	Wake <-chan struct{}
+	// Bound, when positive, ends every wait of a blocked waiter (a pause,
+	// a Block) by itself within about Bound, so that a wake-up lost (a
+	// notice unheard, a called or granted waiter gone, a gate kept by a
+	// holder that lost its key) costs at most Bound, never a lease.
+	Bound time.Duration
 }
 
 // Run makes tries until one wins (nil), the context ends (ctx.Err()), a
@@ -152,7 +158,7 @@ func Run(ctx context.Context, s Spec) error {
 		// gate (its holder's Locker has none, or has not taken it yet), so
 		// this round pauses; the next blocks again.
 		if s.Block != nil && head && r.Remaining > 0 && !(err == nil && passed) {
-			got, ok, ended := block(ctx, &s, wake, r.Remaining)
+			got, ok, ended := block(ctx, &s, wake, bounded(&s, r.Remaining))
 			if ended {
 				leave(false)
 				return ctxend.Err(ctx)
@@ -164,7 +170,7 @@ func Run(ctx context.Context, s Spec) error {
 		}
 		passed = false
 		turned(&e, &holder, r)
-		t := time.NewTimer(pause(&s, &e, r, head))
+		t := time.NewTimer(bounded(&s, pause(&s, &e, r, head)))
 		select {
 		case <-wake:
 		case <-s.Wake:
@@ -227,6 +233,15 @@ func block(ctx context.Context, s *Spec, wake <-chan struct{}, remaining time.Du
 		return false, false, true
 	}
 	return false, true, false
+}
+
+// bounded caps d at s.Bound, less up to a tenth of it at random, so that
+// waiters bounded together do not look together.
+func bounded(s *Spec, d time.Duration) time.Duration {
+	if s.Bound <= 0 || d <= s.Bound {
+		return d
+	}
+	return s.Bound - rand.N(s.Bound/10+1)
 }
 
 // pause is how long a refused waiter waits before its next try unless

@@ -395,3 +395,39 @@ func TestBlockPassedAtOncePauses(t *testing.T) {
 		t.Fatalf("%d Blocks after a pass on a held key, want 1 and then a pause", n)
 	}
 }
+
+// TestBound: a waiter that hears nothing, and whose pause would last an
+// hour (a listening waiter told the holder's claim lasts that long), looks
+// again within the bound, and takes the key freed meanwhile without a
+// word.
+func TestBound(t *testing.T) {
+	q := waitq.New(waitq.Coalesce)
+	var l lock
+	l.held = true
+	var tries atomic.Int32
+	s := Spec{Queue: q, Key: "k", Wait: true, Listening: true, Backoff: slow, Bound: 50 * time.Millisecond,
+		Try: func(ctx context.Context, turn Turn) (Result, error) {
+			tries.Add(1)
+			r, err := l.try(ctx, turn)
+			if !r.Won {
+				r.Remaining = time.Hour
+			}
+			return r, err
+		}}
+	done := make(chan error, 1)
+	go func() { done <- Run(context.Background(), s) }()
+	for tries.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	l.mu.Lock()
+	l.held = false // freed without a wake-up
+	l.mu.Unlock()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a waiter that heard nothing did not look again within the bound")
+	}
+}
