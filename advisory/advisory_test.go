@@ -46,12 +46,10 @@ func ctxT(t testing.TB) context.Context {
 	return ctx
 }
 
-// mysqlName is key's GET_LOCK name (namespace "sqllock") on db's path.
-func mysqlName(db *testdb.DB, key string) string {
-	if db.Dialect == sqllock.MySQLCommon {
-		return advisory.MySQLCommonName(advisory.DefaultNamespace, key)
-	}
-	return advisory.MySQLName(advisory.DefaultNamespace, key)
+// mysqlName is key's GET_LOCK name (namespace "sqllock"), one on both
+// paths.
+func mysqlName(_ *testdb.DB, key string) string {
+	return advisory.MySQLCommonName(advisory.DefaultNamespace, key)
 }
 
 // holders asks the server which sessions hold key's lock (in namespace

@@ -93,10 +93,17 @@
 // id from it, the first 8 bytes of its SHA-256 ([PostgresKey]), not a 32-bit
 // checksum: among n keys held at once the chance that any two share an id is
 // about n²/2⁶⁵ (3·10⁻⁸ for a million keys), and a collision only makes two
-// keys exclude each other, never lets two holders in. MySQL gets the name
-// itself, or, past its 64-byte limit, a prefix plus 128 bits of SHA-256
-// ([MySQLName]). Both mappings are fixed by golden tests: changing them
-// would let two versions of an application hold the same key at once.
+// keys exclude each other, never lets two holders in. MySQL and MariaDB get
+// the name itself when it is lower-case ASCII, digits and "_-.:/" of at
+// most 64 bytes, and otherwise a folded prefix plus 128 bits of SHA-256
+// ([MySQLCommonName]): MySQL 8 compares names without regard to case, and
+// both MySQL-family paths ([sqllock.MySQL], [sqllock.MySQLCommon]) take
+// this one name, so replicas on each, while a fleet moves from one path to
+// the other, exclude each other. Both mappings are fixed by golden tests:
+// changing them would let two versions of an application hold the same key
+// at once. (Earlier versions locked [MySQLName], the name as written, on
+// the MariaDB path: stop every replica of such a version before starting
+// one of this.)
 //
 // # Shared mode and transactions (PostgreSQL)
 //

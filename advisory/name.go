@@ -16,8 +16,8 @@ const MaxMySQLNameLen = 64
 const hashedPrefixLen = MaxMySQLNameLen - 1 - 32
 
 // LockName is the name of key's lock in namespace: "namespace:key", or key
-// alone when the namespace is empty. Both dialects derive their server-side
-// lock from it (PostgresKey, MySQLName).
+// alone when the namespace is empty. Every dialect derives its server-side
+// lock from it (PostgresKey, MySQLCommonName).
 func LockName(namespace, key string) string {
 	if namespace == "" {
 		return key
@@ -38,11 +38,13 @@ func PostgresKey(namespace, key string) int64 {
 	return int64(binary.BigEndian.Uint64(sum[:8]))
 }
 
-// MySQLName is the GET_LOCK name of key: LockName(namespace, key) when it is
-// at most 64 bytes, and otherwise its first bytes (at most 31, cut on a
-// character boundary), "~" and the first 16 bytes of its SHA-256 in hex.
-// Bytes, not characters, are counted, so the limit holds in any character
-// set.
+// MySQLName is the GET_LOCK name the MariaDB path (sqllock.MySQL) gave key
+// before both MySQL-family paths took MySQLCommonName: LockName(namespace,
+// key) when it is at most 64 bytes, and otherwise its first bytes (at most
+// 31, cut on a character boundary), "~" and the first 16 bytes of its
+// SHA-256 in hex. Bytes, not characters, are counted, so the limit holds in
+// any character set. It is kept to find the locks of older versions
+// (IS_USED_LOCK).
 func MySQLName(namespace, key string) string {
 	name := LockName(namespace, key)
 	if len(name) <= MaxMySQLNameLen {
@@ -56,15 +58,16 @@ func MySQLName(namespace, key string) string {
 	return name[:n] + "~" + hex.EncodeToString(sum[:16])
 }
 
-// MySQLCommonName is the GET_LOCK name of key on the MySQL path
-// (sqllock.MySQLCommon), where MySQL 8 compares names without regard to
-// case: "Job" and "job" would share one lock. A name of lower-case ASCII
-// letters, digits and "_-.:/" of at most 64 bytes is kept as it is, since
-// no other name folds to it; any other name becomes a readable prefix (at
-// most 31 bytes of it, upper case folded, other bytes "_"), "~" and the
-// first 16 bytes of the SHA-256 of the exact name in hex. The hash tells
-// names apart by case; "~" appears in no kept name, so a hashed name never
-// meets a kept one.
+// MySQLCommonName is the GET_LOCK name of key on both MySQL-family paths
+// (sqllock.MySQL and sqllock.MySQLCommon), so that a key is one lock
+// whichever path each replica takes. MySQL 8 compares names without
+// regard to case: "Job" and "job" would share one lock. A name of
+// lower-case ASCII letters, digits and "_-.:/" of at most 64 bytes is kept
+// as it is, since no other name folds to it; any other name becomes a
+// readable prefix (at most 31 bytes of it, upper case folded, other bytes
+// "_"), "~" and the first 16 bytes of the SHA-256 of the exact name in hex.
+// The hash tells names apart by case; "~" appears in no kept name, so a
+// hashed name never meets a kept one.
 func MySQLCommonName(namespace, key string) string {
 	name := LockName(namespace, key)
 	if len(name) <= MaxMySQLNameLen && caseSafe(name) {
