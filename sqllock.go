@@ -66,8 +66,9 @@ var (
 	ErrReleased = errors.New("lease already released")
 	// ErrNotHeld: the caller does not hold the key it tried to release or renew.
 	ErrNotHeld = errors.New("lock not held by caller")
-	// ErrUnsupported: the strategy cannot be served by the dialect.
-	ErrUnsupported = errors.New("unsupported by dialect")
+	// ErrUnsupported: the call cannot be served, by the dialect, the
+	// driver or the kind of lease; the error says which.
+	ErrUnsupported = errors.New("unsupported")
 	// ErrConflict: an optimistic write found the version moved.
 	ErrConflict = errors.New("version conflict")
 	// ErrStaleToken: a fenced write carried a token older than one already applied.

@@ -80,5 +80,5 @@ func ExampleNew_sqlite() {
 	defer db.Close()
 	_, err = rowlock.New(db, sqllock.SQLite)
 	fmt.Println(err)
-	// Output: rowlock: unsupported by dialect: SQLite has no SELECT ... FOR UPDATE row locks; use tablelock
+	// Output: rowlock: unsupported: SQLite has no SELECT ... FOR UPDATE row locks; use tablelock
 }

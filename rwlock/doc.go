@@ -62,7 +62,9 @@
 // A reader or writer whose process dies frees the key when its TTL passes
 // (nothing holds a session); Close and Release free it at once. A Lease's
 // Done and Err are those of its row: the gate's for a writer, the reader
-// row's for a reader.
+// row's for a reader. sqllock.Extend pushes that row's expiry by hand
+// ([Lease.Extend]); an Extend that finds the row no longer the hold's
+// ends the hold as lost.
 //
 // The row-lock shared mode, without writer preference, is
 // rowlock.Locker.AcquireShared; PostgreSQL's shared advisory locks are

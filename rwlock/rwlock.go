@@ -33,8 +33,8 @@ const MaxReaders = 256
 const sep = "\x1frw:"
 
 var (
-	_ io.Closer     = (*RWLock)(nil)
-	_ sqllock.Lease = (*Lease)(nil)
+	_ io.Closer        = (*RWLock)(nil)
+	_ sqllock.Extender = (*Lease)(nil)
 )
 
 // RWLock hands out read and write holds of keys across processes. It is
@@ -303,6 +303,37 @@ func (s *Lease) Err() error {
 		return err
 	}
 	return fmt.Errorf("rwlock: %q: %w", s.key, sqllock.ErrReleased)
+}
+
+// Extend moves the hold's expiry to at least d from now on the database
+// clock, as tablelock.Lease.Extend does, for a holder about to block for
+// longer than its TTL; it never shortens it, and renewal goes on. A hold
+// is one row: a reader's own row (it gave the gate back once it had the
+// row), a writer's gate (no reader row is held while it holds the key).
+// So one statement extends all of it or none: a hold is never half
+// extended. An owner's reentrant Leases share the row:
+// extending one extends them all.
+//
+// It returns an error matching sqllock.ErrLockLost when the row is no
+// longer this hold's (the hold then ends as lost: Done closed, Err the
+// loss), sqllock.ErrReleased after this Lease's Release, and
+// sqllock.ErrInvalidOption, changing nothing, when d <= 0. A transient
+// failure is returned as is: the hold stays held.
+func (s *Lease) Extend(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("rwlock: extend %q: %w: duration %v must be positive", s.key, sqllock.ErrInvalidOption, d)
+	}
+	s.rw.mu.Lock()
+	released := s.released
+	s.rw.mu.Unlock()
+	if released {
+		// The owner's other Leases may keep the row: not this one's to extend.
+		return fmt.Errorf("rwlock: extend %q: %w", s.key, sqllock.ErrReleased)
+	}
+	if err := s.h.lease.Extend(ctx, d); err != nil {
+		return fmt.Errorf("rwlock: extend %q: %w", s.key, err)
+	}
+	return nil
 }
 
 // Release gives this Lease back; the hold ends with its owner's last.

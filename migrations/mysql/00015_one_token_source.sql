@@ -18,9 +18,10 @@
 --     joined a cluster.
 -- Whether the server is a Galera node is read once per session (a user
 -- variable): @@wsrep_on is unknown to a server built without Galera, and
--- a function naming it could not be created there. MySQL reads
--- /*M! ... */ as a comment (it has no sequence): there the function is
--- 00010's, and so on a database created on a Galera node.
+-- a function naming it could not be created there. MySQL reads MariaDB's
+-- executable comments as comments (it has no sequence): there the
+-- function is 00010's, and so on a database created on a Galera node,
+-- where ForServer leaves them out.
 
 -- The sequence starts above every ticket handed out so far. SETVAL never
 -- moves a sequence back, but takes a number, not an expression: the
