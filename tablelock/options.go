@@ -165,24 +165,21 @@ func WithTransactionPooler() Option {
 // they queued (default off; PostgreSQL only). Each waiting Acquire queues
 // an entry in the key's row, and the release that finds an entry first
 // *grants* the key to it, in the release's own statement: the waiter's
-// owner holds the key, under a new token, with the waiter's TTL from then
-// on, and the waiter is called with the token and holds the key when the
-// call arrives, without a statement of its own. No one cuts in line, the
-// releaser included, and a handoff costs one commit where it otherwise
-// costs a release and a take; on a hot key it is the fastest mode
-// (docs/performance.md). Within one Locker waiters queue in
-// arrival order as always; a second waiter of an owner already waiting
-// for the key there polls instead of queuing.
+// owner holds the key, under a new token, for the claim window
+// ([WithClaimWindow]), and the waiter, called with the token, claims it
+// with a take that extends it to its TTL. No one cuts in line, the
+// releaser included (docs/performance.md has the hot key's figures).
+// Within one Locker waiters queue in arrival order as always; a second
+// waiter of an owner already waiting for the key there polls instead of
+// queuing.
 //
-// The price: a waiter that is granted the key while it can no longer take
-// it holds it until it gives it back. One that gave up, or whose Locker is
-// closing, gives it back at once (the next entry is granted it). One whose
-// process died holds it for its TTL, as a holder that dies does; one paused
-// past its TTL loses it, and on resuming waits again. A grant's lease
-// counts from when the waiter's last refused claim was sent, so it ends
-// before the database's row does. Every Locker on the table should use
-// it: one without it takes a free key out of turn. It needs the calls of
-// [WithNotify] (so the pgx stdlib driver) and conflicts with
+// The price: a waiter granted the key while it can no longer take it
+// holds it until it gives it back or the window ends. One that gave up,
+// or whose Locker is closing, gives it back at once (the next entry is
+// granted it); one whose process died holds it for the claim window.
+// Every Locker on the table should use it: one without it takes a free
+// key out of turn. It needs the calls of [WithNotify] (so the pgx stdlib
+// driver, and a pool of more than one connection) and conflicts with
 // [WithTransactionPooler]; New refuses it on MySQL, MariaDB and SQLite,
 // whose lock tables keep no queue of waiters.
 func WithFairness(on bool) Option {
