@@ -23,7 +23,9 @@
 // whose term is the live lease's token), or [ErrNoLeader].
 // [Election.Observe] delivers every leadership from the current one on,
 // in term order, each once, and since every term leaves a row, a
-// leadership shorter than Observe's look is still delivered. On
+// leadership shorter than Observe's look is still delivered. It reads the
+// live leader and the newest term in one statement, one snapshot, so a
+// leader who takes office as Observe starts is delivered too. On
 // PostgreSQL the statement that publishes a term also sends a NOTIFY (one
 // per leadership, committed with the row), and Observe looks when it
 // hears one, through the listening session the Election's campaigners
@@ -32,6 +34,12 @@
 // every 100ms. Observe ends with its context or the Election's Close. The
 // rows are a history; delete old terms when they no longer interest
 // anyone.
+//
+// The value is stored as given or refused: one that is not UTF-8, holds
+// a NUL byte or is longer than [MaxValue] bytes (what MySQL's TEXT holds)
+// fails Campaign with sqllock.ErrInvalidOption before anything is
+// written, and on MySQL and MariaDB the term's statement is strict
+// whatever the session's sql_mode, so a value is never stored altered.
 //
 // Campaign blocks through tablelock's waiting: a resignation wakes a
 // campaigner in the same process at once, and on PostgreSQL one anywhere

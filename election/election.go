@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/ctxend"
@@ -48,7 +50,12 @@ type Election struct {
 	closeOnce  sync.Once
 }
 
-type queries struct{ insert, leader, since string }
+// queries are the statements of the term table. start is where Observe
+// begins: the term before the live leader's, or the newest term when
+// none leads, read in one statement so that both come from one snapshot.
+// strict, on the MySQL path, tells whether the session's sql_mode is
+// strict.
+type queries struct{ insert, leader, since, start, strict string }
 
 // Observe's polling intervals; see Election.poll and safetyPoll.
 const (
@@ -86,13 +93,39 @@ SELECT pg_notify($4, $5) FROM t`,
 			leader: `SELECT e.value, e.term, e.since FROM ` + Table + ` e JOIN ` + tablelock.DefaultTable + ` l ON l.token = e.term
 WHERE e.name = $1 AND l.lock_key = $2 AND l.expires_at > now()`,
 			since: `SELECT value, term, since FROM ` + Table + ` WHERE name = $1 AND term > $2 ORDER BY term`,
+			start: `SELECT COALESCE(max(CASE WHEN l.lock_key IS NOT NULL THEN e.term - 1 END), max(e.term), 0)
+FROM ` + Table + ` e LEFT JOIN ` + tablelock.DefaultTable + ` l ON l.lock_key = $1 AND l.token = e.term AND l.expires_at > now()
+WHERE e.name = $2`,
 		}
-	case sqllock.MySQL, sqllock.MySQLCommon:
+	case sqllock.MySQL:
 		e.q = queries{
-			insert: `INSERT INTO ` + Table + ` (name, term, value, since) VALUES (?, ?, ?, UTC_TIMESTAMP(6))`,
+			// Strict for this statement whatever the session's
+			// sql_mode: a value the column cannot hold is refused,
+			// never stored altered (truncated, or '?' for a character
+			// its character set lacks).
+			insert: `SET STATEMENT sql_mode = CONCAT(@@SESSION.sql_mode, ',STRICT_ALL_TABLES') FOR
+INSERT INTO ` + Table + ` (name, term, value, since) VALUES (?, ?, ?, UTC_TIMESTAMP(6))`,
 			leader: `SELECT e.value, e.term, e.since FROM ` + Table + ` e JOIN ` + tablelock.DefaultTable + ` l ON l.token = e.term
 WHERE e.name = ? AND l.lock_key = ? AND l.expires_at > UTC_TIMESTAMP(6)`,
 			since: `SELECT value, term, since FROM ` + Table + ` WHERE name = ? AND term > ? ORDER BY term`,
+			start: `SELECT COALESCE(MAX(CASE WHEN l.lock_key IS NOT NULL THEN e.term - 1 END), MAX(e.term), 0)
+FROM ` + Table + ` e LEFT JOIN ` + tablelock.DefaultTable + ` l ON l.lock_key = ? AND l.token = e.term AND l.expires_at > UTC_TIMESTAMP(6)
+WHERE e.name = ?`,
+		}
+	case sqllock.MySQLCommon:
+		e.q = queries{
+			// MySQL 8 has no SET STATEMENT: Campaign refuses a session
+			// that is not strict before it campaigns, and the insert
+			// writes nothing in one (a pool's sessions may differ).
+			insert: `INSERT INTO ` + Table + ` (name, term, value, since)
+SELECT ?, ?, ?, UTC_TIMESTAMP(6) FROM DUAL WHERE @@SESSION.sql_mode LIKE '%STRICT%'`,
+			leader: `SELECT e.value, e.term, e.since FROM ` + Table + ` e JOIN ` + tablelock.DefaultTable + ` l ON l.token = e.term
+WHERE e.name = ? AND l.lock_key = ? AND l.expires_at > UTC_TIMESTAMP(6)`,
+			since: `SELECT value, term, since FROM ` + Table + ` WHERE name = ? AND term > ? ORDER BY term`,
+			start: `SELECT COALESCE(MAX(CASE WHEN l.lock_key IS NOT NULL THEN e.term - 1 END), MAX(e.term), 0)
+FROM ` + Table + ` e LEFT JOIN ` + tablelock.DefaultTable + ` l ON l.lock_key = ? AND l.token = e.term AND l.expires_at > UTC_TIMESTAMP(6)
+WHERE e.name = ?`,
+			strict: `SELECT @@SESSION.sql_mode`,
 		}
 	case sqllock.SQLite:
 		const now = `CAST(unixepoch('subsec') * 1000000 AS INTEGER)`
@@ -101,6 +134,9 @@ WHERE e.name = ? AND l.lock_key = ? AND l.expires_at > UTC_TIMESTAMP(6)`,
 			leader: `SELECT e.value, e.term, e.since FROM ` + Table + ` e JOIN ` + tablelock.DefaultTable + ` l ON l.token = e.term
 WHERE e.name = ?1 AND l.lock_key = ?2 AND l.expires_at > ` + now,
 			since: `SELECT value, term, since FROM ` + Table + ` WHERE name = ?1 AND term > ?2 ORDER BY term`,
+			start: `SELECT COALESCE(max(CASE WHEN l.lock_key IS NOT NULL THEN e.term - 1 END), max(e.term), 0)
+FROM ` + Table + ` e LEFT JOIN ` + tablelock.DefaultTable + ` l ON l.lock_key = ?1 AND l.token = e.term AND l.expires_at > ` + now + `
+WHERE e.name = ?2`,
 		}
 	}
 	return e, nil
@@ -115,12 +151,37 @@ func (e *Election) Close() error {
 
 func key(name string) string { return KeyPrefix + name }
 
+// MaxValue is the longest value, in bytes, that Campaign takes: what
+// MySQL's TEXT column holds.
+const MaxValue = 1<<16 - 1
+
 func validate(name, value string) error {
 	if err := sqllock.ValidateKey(key(name)); err != nil {
 		return fmt.Errorf("%w (names are at most %d bytes)", err, sqllock.MaxKeyLen-len(KeyPrefix))
 	}
-	if len(value) > 1<<16 {
-		return fmt.Errorf("%w: value of %d bytes (at most 64 KiB)", sqllock.ErrInvalidOption, len(value))
+	switch {
+	case len(value) > MaxValue:
+		return fmt.Errorf("%w: value of %d bytes (at most %d, what MySQL's TEXT holds)", sqllock.ErrInvalidOption, len(value), MaxValue)
+	case !utf8.ValidString(value):
+		return fmt.Errorf("%w: value is not valid UTF-8", sqllock.ErrInvalidOption)
+	case strings.IndexByte(value, 0) >= 0:
+		return fmt.Errorf("%w: value contains a NUL byte (PostgreSQL's text holds none)", sqllock.ErrInvalidOption)
+	}
+	return nil
+}
+
+// checkStrict refuses a session whose sql_mode is not strict, where MySQL
+// would store a value it cannot hold altered rather than refuse it.
+func (e *Election) checkStrict(ctx context.Context) error {
+	if e.q.strict == "" {
+		return nil
+	}
+	var mode string
+	if err := e.db.QueryRowContext(ctx, e.q.strict).Scan(&mode); err != nil {
+		return err
+	}
+	if !strings.Contains(mode, "STRICT") {
+		return fmt.Errorf("%w: the session's sql_mode %q is not strict (add STRICT_TRANS_TABLES), so a value could be stored altered", sqllock.ErrInvalidOption, mode)
 	}
 	return nil
 }
@@ -130,8 +191,21 @@ func validate(name, value string) error {
 // returns the leadership: a lease whose token is the term, strictly larger
 // than every earlier leader's, published with value for Leader and
 // Observe. Leadership ends with Resign or with the lease's loss (Done).
+//
+// value is stored as given or refused with an error matching
+// sqllock.ErrInvalidOption: one that is not UTF-8, holds a NUL byte or is
+// longer than [MaxValue] bytes is refused before anything is written. On
+// the MySQL family the term's statement is strict whatever the session's
+// sql_mode: sqllock.MySQL sets it for the statement, and
+// sqllock.MySQLCommon, which MySQL 8 runs too, refuses a session that is
+// not strict before it campaigns. A character the column's character set
+// lacks is refused by the server after the lease was won, and the lease
+// released.
 func (e *Election) Campaign(ctx context.Context, name, value string) (*Leadership, error) {
 	if err := validate(name, value); err != nil {
+		return nil, fmt.Errorf("election: campaign %q: %w", name, err)
+	}
+	if err := e.checkStrict(ctx); err != nil {
 		return nil, fmt.Errorf("election: campaign %q: %w", name, err)
 	}
 	ctx = sqllock.WithOwner(ctx, identity.NewOwner()) // one leadership per call
@@ -146,8 +220,19 @@ func (e *Election) Campaign(ctx context.Context, name, value string) (*Leadershi
 	if e.d == sqllock.Postgres {
 		args = append(args, sqlutil.NotifyChannel(tablelock.DefaultTable), termPayload(name))
 	}
-	if _, err := e.db.ExecContext(ctx, e.q.insert, args...); err != nil {
+	res, err := e.db.ExecContext(ctx, e.q.insert, args...)
+	if err == nil && e.q.strict != "" {
+		if n, rerr := res.RowsAffected(); rerr != nil {
+			err = rerr
+		} else if n == 0 {
+			err = fmt.Errorf("%w: the session's sql_mode is not strict (add STRICT_TRANS_TABLES), so a value could be stored altered", sqllock.ErrInvalidOption)
+		}
+	}
+	if err != nil {
 		_ = lease.Release(ctx)
+		if sqlutil.IsUnstorable(err) {
+			err = fmt.Errorf("%w: the database cannot store the value as given: %w", sqllock.ErrInvalidOption, err)
+		}
 		return nil, fmt.Errorf("election: campaign %q: publish term %d: %w", name, lease.Token(), err)
 	}
 	return &Leadership{name: name, value: value, lease: lease.(*tablelock.Lease)}, nil
@@ -215,13 +300,11 @@ func (e *Election) Observe(ctx context.Context, name string) (<-chan Leader, err
 		}
 		// Any other error: the driver cannot listen; poll.
 	}
+	// Deliver from the live leader on, or after the newest term when none
+	// leads: one statement, so a term published meanwhile is either the
+	// live leader or above the newest.
 	var last int64
-	if cur, err := e.Leader(ctx, name); err == nil {
-		last = cur.Term - 1 // deliver the current leader first
-	} else if !errors.Is(err, ErrNoLeader) {
-		stop()
-		return nil, err
-	} else if last, err = e.lastTerm(ctx, name); err != nil {
+	if err := e.db.QueryRowContext(ctx, e.q.start, key(name), name).Scan(&last); err != nil {
 		stop()
 		return nil, fmt.Errorf("election: observe %q: %w", name, err)
 	}
@@ -256,15 +339,6 @@ func (e *Election) Observe(ctx context.Context, name string) (<-chan Leader, err
 		}
 	}()
 	return ch, nil
-}
-
-// lastTerm is the newest term of name, 0 when none.
-func (e *Election) lastTerm(ctx context.Context, name string) (int64, error) {
-	all, err := e.after(ctx, name, 0)
-	if err != nil || len(all) == 0 {
-		return 0, err
-	}
-	return all[len(all)-1].Term, nil
 }
 
 // after returns the leaderships of name with a term above term, in order.

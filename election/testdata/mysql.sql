@@ -1,4 +1,5 @@
 -- name: Insert
+SET STATEMENT sql_mode = CONCAT(@@SESSION.sql_mode, ',STRICT_ALL_TABLES') FOR
 INSERT INTO sqllock_elections (name, term, value, since) VALUES (?, ?, ?, UTC_TIMESTAMP(6))
 
 -- name: Leader
@@ -7,3 +8,8 @@ WHERE e.name = ? AND l.lock_key = ? AND l.expires_at > UTC_TIMESTAMP(6)
 
 -- name: Since
 SELECT value, term, since FROM sqllock_elections WHERE name = ? AND term > ? ORDER BY term
+
+-- name: Start
+SELECT COALESCE(MAX(CASE WHEN l.lock_key IS NOT NULL THEN e.term - 1 END), MAX(e.term), 0)
+FROM sqllock_elections e LEFT JOIN sqllock_locks l ON l.lock_key = ? AND l.token = e.term AND l.expires_at > UTC_TIMESTAMP(6)
+WHERE e.name = ?

@@ -10,3 +10,8 @@ WHERE e.name = $1 AND l.lock_key = $2 AND l.expires_at > now()
 
 -- name: Since
 SELECT value, term, since FROM sqllock_elections WHERE name = $1 AND term > $2 ORDER BY term
+
+-- name: Start
+SELECT COALESCE(max(CASE WHEN l.lock_key IS NOT NULL THEN e.term - 1 END), max(e.term), 0)
+FROM sqllock_elections e LEFT JOIN sqllock_locks l ON l.lock_key = $1 AND l.token = e.term AND l.expires_at > now()
+WHERE e.name = $2
