@@ -115,24 +115,36 @@
 //     names cannot merge two keys) on one session of its own, let go of
 //     only after the release committed. The first waiter of a key in a
 //     Locker, once its refused claim shows a holder old enough to keep a
-//     gate, waits for it in the server, up to the holder's remaining
-//     lease, and the server wakes it when the holder lets go; it then
-//     claims the row as ever. The row stays the only truth: a gate says
-//     "look again", never "yours", so a holder whose gate session died
-//     still holds by its row, and a waiter let through a gate nobody keeps
-//     finds the key held and polls as below before it blocks again. Holds
+//     gate, waits for it in the server, for the holder's remaining lease
+//     but never longer than the wait bound ([WithWaitBound], 1s) at a
+//     time, and the server wakes it when the holder lets go; it then
+//     claims the row as ever. A wait that hears nothing ends by itself at
+//     the bound and claims again, so a waiter sleeps at most the bound
+//     past a release whatever keeps the gate: a holder whose key an
+//     operator freed ([Locker.ForceRelease]) keeps its gate until its next
+//     renewal tells it (TTL/3), and its successor keeps none until then
+//     (measured: the waiter got the key 0.82-0.88s after the successor's
+//     release, against 9.9s at a TTL of 30s before the bound). Waiting
+//     costs one claim and one gate wait per bound and key. The row stays the only truth: a gate says "look
+//     again", never "yours", so a holder whose gate session died still
+//     holds by its row, and a waiter let through a gate nobody keeps finds
+//     the key held and polls as below before it blocks again. Holds
 //     released within 2ms take no gate (under load most are, and a gate
 //     costs two statements); their waiters poll. Sessions: one per Locker
 //     for all its gates, while it holds a key and 2s after; one per key
 //     waited for, per Locker, at most 4 at once, while its first waiter
-//     blocks. A pool capped by SetMaxOpenConns gets gates only with room
-//     for them: the gate session from a cap of 4, a wait per two
-//     connections above 4. A wait that ends early (its context, a wake-up
-//     in this process, [Locker.Close]) is killed on the server (KILL
-//     QUERY) and its session discarded, so no statement is left waiting.
-//     [WithNotify](false) turns gates off. The MySQL path
-//     ([sqllock.MySQLCommon]) has none: a Galera node's named locks are its
-//     own.
+//     blocks. The Lockers sharing one pool capped by SetMaxOpenConns share
+//     its gate sessions: half of its connections above two (none below a
+//     cap of 4), the rest left to takes, renewals and releases; a holder
+//     that finds none free keeps no gate, and a waiter that finds none
+//     polls. A wait that ends early (its context, a wake-up in this
+//     process, [Locker.Close]) has its session ended on the server (KILL
+//     CONNECTION, which needs no privilege for the pool's own user's
+//     sessions) and discarded, so no statement is left waiting, even when
+//     the wait had not reached the server yet (MariaDB forgets a KILL
+//     QUERY that finds the session idle). [WithNotify](false) turns gates
+//     off. The MySQL path ([sqllock.MySQLCommon]) has none: a Galera
+//     node's named locks are its own.
 //   - MySQL path and SQLite, and MariaDB waiters without a gate to wait
 //     on: waiters poll with exponential backoff and
 //     jitter, capped by [WithMaxBackoff] (100ms), and at 16ms after a

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 	"time"
 
@@ -27,21 +28,34 @@ import (
 // whose gate session died still holds by its row, and a waiter that got a
 // gate at once (nobody kept it) finds the key held and polls as before.
 //
+// Every wait is bounded (by its caller: the waiting loop's bound): one
+// that hears nothing ends by itself and its waiter looks at the row again. So a gate kept by a holder that
+// lost its key (to an operator's force release, which it learns of at its
+// next renewal) costs a waiter at most the bound, and so does a kill that
+// missed. A cancelled wait kills its session on the server (KILL
+// CONNECTION from another session of the pool; one's own sessions need no
+// privilege) and discards it: unlike KILL QUERY, that also ends a session
+// whose wait has not reached the server yet, which MariaDB would otherwise
+// run in full.
+//
 // Sessions pinned: one per Locker for the gates of every key it holds (one
 // session can keep many named locks), taken while it holds something and
 // given back to the pool two seconds after its last key; and one per key
 // waited for, per Locker, for as long as the head of that key's waiters
 // blocks (the others of the same Locker wait for in-process wake-ups), at
-// most maxGateWaits at once. A pool capped by SetMaxOpenConns gets gates
-// only with room for them beside the Locker's own statements: the gate
-// session when the cap is 4 or more, and a wait for every two connections
-// above 4. A cancelled wait kills its statement on the server (KILL QUERY
-// from another session of the pool) and discards its session, so nothing
-// is left waiting on the server.
+// most maxGateWaits at once. The Gates of every Locker on one pool capped
+// by SetMaxOpenConns share a budget (budget): half the connections above
+// two, so the others stay free for takes, renewals and releases. Where the
+// budget is spent, a holder keeps no gate and a waiter polls.
 
 // maxGateWaits bounds the waits a Gate blocks in the server at once, each
 // on a session of its own; further waiters pause and poll as without gates.
 const maxGateWaits = 4
+
+// gateBound paces the Gate's own retries and bounds the kill of a
+// cancelled wait. The waits themselves are bounded by their caller (the
+// waiting loop's bound, 1s by default).
+const gateBound = time.Second
 
 // gateLinger keeps the gate session open this long after the last gate is
 // let go, so a Locker taking keys in a loop does not reconnect each time.
@@ -61,7 +75,8 @@ type gateSQL struct {
 	all    string // lets go of every gate of the session
 	wait   string // (name, seconds, name) -> 1 when got (and let go at once), else 0 or NULL
 	connID string // -> this session's id, for kill
-	kill   string // fmt verb %d: the session id whose statement to interrupt
+	kill   string // fmt verb %d: the session id to end
+	gone   string // (session id) -> 0 once the server has ended the session
 }
 
 // GateName is the server-wide name of the gate of key in the lock table
@@ -78,6 +93,7 @@ func GateName(table, key string) string {
 // on the gates of keys held elsewhere. It is safe for concurrent use.
 type Gate struct {
 	db  *sql.DB
+	b   *budget
 	g   gater
 	q   gateSQL
 	log *slog.Logger
@@ -93,25 +109,142 @@ type Gate struct {
 	wg      sync.WaitGroup // gate goroutines
 }
 
-// Gate returns the Table's Gate, or nil where the dialect has none.
+// Gate returns the Table's Gate, or nil where the dialect has none. Close
+// it when done: it counts in its pool's budget of gate sessions.
 func (t *Table) Gate(log *slog.Logger) *Gate {
 	g, ok := t.st.(gater)
 	if !ok || g.gateStatements().wait == "" {
 		return nil
 	}
-	return &Gate{db: t.h.DB, g: g, q: g.gateStatements(), log: log,
+	return &Gate{db: t.h.DB, b: budgetFor(t.h.DB), g: g, q: g.gateStatements(), log: log,
 		waits: make(chan struct{}, maxGateWaits),
 		want:  make(map[string]int), kick: make(chan struct{}, 1)}
 }
 
-// room returns how many sessions of the pool gates may take: a capped
-// pool keeps two for the Locker's own statements, and half the rest.
-func (g *Gate) room() int {
-	n := g.db.Stats().MaxOpenConnections
+// budget counts the gate sessions of one pool for every Gate on it:
+// Lockers sharing a capped pool that each sized their gates as if alone
+// pinned every connection between them, and their renewals starved.
+type budget struct {
+	db   *sql.DB
+	refs int // Gates on db, under budgetsMu
+
+	mu   sync.Mutex
+	keep int           // sessions keeping gates
+	wait int           // sessions waiting on gates
+	ids  map[any]int64 // server session ids of pooled connections, by driver connection
+}
+
+// maxIDs bounds budget.ids: the pool closes connections without a word,
+// so the map is emptied when full rather than kept exact.
+const maxIDs = 64
+
+var (
+	budgetsMu sync.Mutex
+	budgets   = map[*sql.DB]*budget{}
+)
+
+// budgetFor returns db's budget, counting one more Gate on it.
+func budgetFor(db *sql.DB) *budget {
+	budgetsMu.Lock()
+	defer budgetsMu.Unlock()
+	b := budgets[db]
+	if b == nil {
+		b = &budget{db: db}
+		budgets[db] = b
+	}
+	b.refs++
+	return b
+}
+
+// drop counts one Gate fewer, and forgets the budget with the last.
+func (b *budget) drop() {
+	budgetsMu.Lock()
+	defer budgetsMu.Unlock()
+	if b.refs--; b.refs == 0 {
+		delete(budgets, b.db)
+	}
+}
+
+// limit is how many gate sessions the pool lends at once: half of its
+// cap's connections above two (read each time, as the cap may change), or
+// -1 for an uncapped pool.
+func (b *budget) limit() int {
+	n := b.db.Stats().MaxOpenConnections
 	if n == 0 {
-		return maxGateWaits + 1
+		return -1
 	}
 	return max(n-2, 0) / 2
+}
+
+// take reserves a session for keeping gates, or for a wait. While no
+// session keeps gates, waits leave one for that: a kept gate wakes every
+// waiter, a wait only its own.
+func (b *budget) take(wait bool) bool {
+	lim := b.limit()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	used := b.keep + b.wait
+	if wait && b.keep == 0 {
+		used++
+	}
+	if lim >= 0 && used >= lim {
+		return false
+	}
+	if wait {
+		b.wait++
+	} else {
+		b.keep++
+	}
+	return true
+}
+
+// put gives back a session take reserved.
+func (b *budget) put(wait bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if wait {
+		b.wait--
+	} else {
+		b.keep--
+	}
+}
+
+// sessionID returns the server's id of conn's session: a wait is killed
+// by it. It is asked once per connection of the pool, not once per wait.
+func (b *budget) sessionID(ctx context.Context, conn *sql.Conn, q string) (int64, error) {
+	var dc any
+	_ = conn.Raw(func(c any) error { dc = c; return nil })
+	if reflect.ValueOf(dc).Kind() != reflect.Pointer {
+		dc = nil // a key that could not be hashed, or would not name one connection
+	}
+	b.mu.Lock()
+	id, ok := b.ids[dc]
+	b.mu.Unlock()
+	if ok && dc != nil {
+		return id, nil
+	}
+	if err := conn.QueryRowContext(ctx, q).Scan(&id); err != nil || dc == nil {
+		return id, err
+	}
+	b.mu.Lock()
+	if len(b.ids) >= maxIDs || b.ids == nil {
+		b.ids = make(map[any]int64)
+	}
+	b.ids[dc] = id
+	b.mu.Unlock()
+	return id, nil
+}
+
+// discard drops conn from the pool, and its id with it.
+func (b *budget) discard(conn *sql.Conn) {
+	_ = conn.Raw(func(c any) error {
+		if reflect.ValueOf(c).Kind() == reflect.Pointer {
+			b.mu.Lock()
+			delete(b.ids, c)
+			b.mu.Unlock()
+		}
+		return driver.ErrBadConn
+	})
 }
 
 // Arm asks for key's gate to be kept: the caller holds key's row now. It
@@ -126,11 +259,11 @@ func (g *Gate) change(key string, by int) {
 	name := g.g.gateName(key)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.closed || (by > 0 && g.room() < 1) {
-		return
+	if g.closed || (by > 0 && g.b.limit() == 0) {
+		return // a pool too small to lend a gate session
 	}
 	if by < 0 && g.want[name] == 0 {
-		return // its Arm was refused for want of room
+		return // its Arm was refused
 	}
 	if n := g.want[name] + by; n > 0 {
 		g.want[name] = n
@@ -150,9 +283,13 @@ func (g *Gate) change(key string, by int) {
 }
 
 // Close lets go of every gate and gives the gate session back; it waits
-// for the gate goroutine to end.
+// for the gate goroutine to end. Later calls do nothing.
 func (g *Gate) Close() {
 	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return
+	}
 	g.closed = true
 	g.want = map[string]int{}
 	if g.stop != nil {
@@ -160,10 +297,12 @@ func (g *Gate) Close() {
 	}
 	g.mu.Unlock()
 	g.wg.Wait()
+	g.b.drop()
 }
 
 // run keeps the gates wanted on one session until none has been wanted
-// for gateLinger, or Close.
+// for gateLinger, or Close. The session counts in the pool's budget while
+// it is open.
 func (g *Gate) run(ctx context.Context) {
 	defer g.wg.Done()
 	var conn *sql.Conn
@@ -171,6 +310,7 @@ func (g *Gate) run(ctx context.Context) {
 	drop := func(err error) {
 		// A session in doubt is discarded, never pooled with gates kept.
 		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		g.b.put(false)
 		conn, held = nil, map[string]bool{}
 		if err != nil && ctxend.Err(ctx) == nil {
 			g.log.Info("sqllock: lock table gate session lost", "error", err.Error())
@@ -187,8 +327,12 @@ func (g *Gate) run(ctx context.Context) {
 			return
 		}
 		conn.Close()
+		g.b.put(false)
 	}()
-	e := backoff.Exp{Min: time.Millisecond, Max: 100 * time.Millisecond}
+	// A waiter passing through keeps a gate for an instant; one kept for
+	// longer is an old holder's, freed by an operator, kept until its
+	// renewal finds out. Retries slow to one a bound meanwhile.
+	e := backoff.Exp{Min: time.Millisecond, Max: gateBound}
 	linger := time.NewTimer(gateLinger)
 	defer linger.Stop()
 	for ctx.Err() == nil {
@@ -234,7 +378,9 @@ func (g *Gate) run(ctx context.Context) {
 
 // sync makes the session keep exactly the gates in want: lets go of the
 // others first, then takes the missing ones. retry is set when a gate was
-// kept by another session (a waiter passing through it).
+// kept by another session (a waiter passing through it, or a holder that
+// has not learnt yet that its key was freed), or when the pool's budget
+// lends no session now.
 func (g *Gate) sync(ctx context.Context, conn **sql.Conn, held, want map[string]bool, retry *bool) error {
 	for n := range held {
 		if !want[n] {
@@ -249,8 +395,13 @@ func (g *Gate) sync(ctx context.Context, conn **sql.Conn, held, want map[string]
 			continue
 		}
 		if *conn == nil {
+			if !g.b.take(false) {
+				*retry = true
+				return nil
+			}
 			c, err := g.db.Conn(ctx)
 			if err != nil {
+				g.b.put(false)
 				return err
 			}
 			*conn = c
@@ -271,11 +422,12 @@ func (g *Gate) sync(ctx context.Context, conn **sql.Conn, held, want map[string]
 // errNoGate: the wait could not block in the server.
 var errNoGate = errors.New("rowlease: no gate session")
 
-// Wait blocks in the server on key's gate for up to d, on a session of its
-// own, and reports whether it got the gate (let go of at once in the same
-// statement): its holder let go of it, or nobody kept it. A false with a
-// nil error means d passed. When ctx ends first, the statement is killed
-// on the server and its session discarded before Wait returns ctx.Err().
+// Wait blocks in the server on key's gate for up to d (the caller's bound
+// on one wait), on a session of its own, and reports whether it got the
+// gate (let go of at once in the same statement): its holder let go of it,
+// or nobody kept it. A false with a nil error means d passed, and the
+// caller looks at the row again. When ctx ends first, the session is
+// killed on the server and discarded before Wait returns ctx.Err().
 func (g *Gate) Wait(ctx context.Context, key string, d time.Duration) (bool, error) {
 	name := g.g.gateName(key)
 	select {
@@ -284,16 +436,17 @@ func (g *Gate) Wait(ctx context.Context, key string, d time.Duration) (bool, err
 	default:
 		return false, errNoGate
 	}
-	if len(g.waits) > g.room()-1 {
+	if !g.b.take(true) {
 		return false, errNoGate
 	}
+	defer g.b.put(true)
 	conn, err := g.db.Conn(ctx)
 	if err != nil {
 		return false, errors.Join(errNoGate, err)
 	}
-	var id int64
-	if err := conn.QueryRowContext(ctx, g.q.connID).Scan(&id); err != nil {
-		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	id, err := g.b.sessionID(ctx, conn, g.q.connID)
+	if err != nil {
+		g.b.discard(conn)
 		return false, errors.Join(errNoGate, err)
 	}
 	type result struct {
@@ -314,25 +467,49 @@ func (g *Gate) Wait(ctx context.Context, key string, d time.Duration) (bool, err
 	select {
 	case r := <-done:
 		if r.err != nil {
-			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+			g.b.discard(conn)
 			return false, r.err
 		}
 		conn.Close()
 		return r.got, nil
 	case <-ctx.Done():
 	}
-	kctx, cancel := context.WithTimeout(context.Background(), lease.ReleaseTimeout)
+	// The session, not its statement: the statement may not have reached
+	// the server yet, and MariaDB forgets a kill of an idle session's
+	// query. The session is discarded anyway.
+	kctx, cancel := context.WithTimeout(context.Background(), gateBound)
 	_, kerr := g.db.ExecContext(kctx, fmt.Sprintf(g.q.kill, id))
 	cancel()
 	if kerr != nil {
-		// Return now rather than at the wait's timeout: the driver drops
-		// the socket, and the server ends the statement at its timeout.
-		g.log.Warn("sqllock: could not interrupt a gate wait; the server ends it at its timeout", "error", kerr.Error())
+		// Return now: the driver drops the socket, and the server ends
+		// the statement at its timeout, within the bound.
+		g.log.Warn("sqllock: could not end a gate wait; the server ends it within its bound", "error", kerr.Error())
 		scancel()
 	}
 	<-done
-	// Killed, or about to finish: the session may still carry the kill or
-	// the gate, so it is not pooled again.
-	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	g.b.discard(conn)
+	if kerr == nil {
+		g.ended(id)
+	}
 	return false, ctx.Err()
+}
+
+// ended returns once the server has ended the killed session id, or after
+// gateBound. The client hears of a killed session when its socket closes,
+// which can come before the session's wait ends on the server.
+func (g *Gate) ended(id int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), gateBound)
+	defer cancel()
+	e := backoff.Exp{Min: time.Millisecond, Max: 50 * time.Millisecond}
+	for {
+		var n int64
+		if err := g.db.QueryRowContext(ctx, g.q.gone, id).Scan(&n); err != nil || n == 0 {
+			return
+		}
+		select {
+		case <-time.After(e.Next()):
+		case <-ctx.Done():
+			return
+		}
+	}
 }

@@ -29,14 +29,16 @@ func newMySQL(n names, cfg Config) store {
 	// Gates are named locks; one session keeps many (MariaDB 10.0.2 on),
 	// and a wait takes fractional seconds. The waiter lets go of the gate
 	// in the statement that got it, so it never keeps a holder's Locker
-	// from taking it again.
+	// from taking it again. A user may kill, and see in PROCESSLIST, its
+	// own sessions without any privilege.
 	s.gates = gateSQL{
 		arm:    `SELECT GET_LOCK(?, 0)`,
 		disarm: `DO RELEASE_LOCK(?)`,
 		all:    `DO RELEASE_ALL_LOCKS()`,
 		wait:   `SELECT GET_LOCK(?, ?), RELEASE_LOCK(?)`,
 		connID: `SELECT CONNECTION_ID()`,
-		kill:   `KILL QUERY %d`,
+		kill:   `KILL CONNECTION %d`,
+		gone:   `SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?`,
 	}
 	// ON DUPLICATE KEY UPDATE assigns left to right and later clauses see
 	// earlier ones, so owner and expires_at, which the conditions read,

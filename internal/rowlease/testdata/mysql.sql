@@ -88,7 +88,10 @@ SELECT GET_LOCK(?, ?), RELEASE_LOCK(?)
 SELECT CONNECTION_ID()
 
 -- name: GatesKill
-KILL QUERY %d
+KILL CONNECTION %d
+
+-- name: GatesGone
+SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?
 
 -- name: AuditList
 SELECT id, at, action, lock_table, lock_key, token, owner, host, hold_count, operator, reason
