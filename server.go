@@ -170,6 +170,8 @@ var ticketsFound sync.Map // *sql.DB -> struct{}: sqllock_next_token exists
 // checkTickets makes sure migration 00010 ran before the MySQL path's
 // first statement, which would otherwise fail on a function it cannot
 // name. Only a success is kept: migrations may run later on the handle.
+// information_schema shows a user only the routines it holds a privilege
+// on, so a user without EXECUTE finds none either: the error says both.
 func checkTickets(ctx context.Context, db *sql.DB) error {
 	if _, ok := ticketsFound.Load(db); ok {
 		return nil
@@ -183,7 +185,8 @@ WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME = 'sqllock_next_token'`).Scan
 		return fmt.Errorf("sqllock: looking for sqllock_next_token: %w", err)
 	}
 	if n == 0 {
-		return errors.New("sqllock: the database has no sqllock_next_token(), the MySQL path's token source: run migrations.Up (or `sqllock migrate up`) to apply migration 00010")
+		return errors.New("sqllock: the database has no sqllock_next_token() this user may execute, the MySQL path's token source: " +
+			"run migrations.Up (or `sqllock migrate up`) to apply migration 00010, or GRANT EXECUTE ON FUNCTION sqllock_next_token to the user")
 	}
 	ticketsFound.Store(db, struct{}{})
 	return nil
