@@ -402,8 +402,17 @@ func commonDatabase(ctx context.Context, db *sql.DB, dsn string) (*sql.DB, strin
 		return nil, "", err
 	}
 	cfg.DBName += "_common"
-	if _, err := db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS `"+cfg.DBName+"`"); err != nil {
+	// Made only when missing: an application role that may not create
+	// databases finds it made and migrated for it (.ci/step-roles), and
+	// MariaDB refuses it CREATE DATABASE IF NOT EXISTS even then.
+	var found int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?`, cfg.DBName).Scan(&found); err != nil {
 		return nil, "", err
+	}
+	if found == 0 {
+		if _, err := db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS `"+cfg.DBName+"`"); err != nil {
+			return nil, "", err
+		}
 	}
 	dsn = cfg.FormatDSN()
 	common, err := sql.Open("mysql", dsn)
