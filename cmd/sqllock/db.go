@@ -38,7 +38,7 @@ func newFlags(name string, e env, df *dbFlags) *flag.FlagSet {
 	helpOut.Store(fs, e.stdout)
 	if df != nil {
 		fs.StringVar(&df.dsn, "dsn", e.getenv("SQLLOCK_DSN"), "database: postgres://..., mysql://..., sqlite://path (default $SQLLOCK_DSN, else embedded SQLite)")
-		fs.StringVar(&df.dataDir, "data-dir", "", "folder of the embedded SQLite database (default: sqllock in the temporary directory)")
+		fs.StringVar(&df.dataDir, "data-dir", "", "folder of the embedded SQLite database (default: sqllock in $XDG_STATE_HOME, else in ~/.local/state)")
 	}
 	return fs
 }
@@ -118,7 +118,8 @@ func sqliteTarget(path string, embedded bool) target {
 		display: display, embedded: embedded, path: path}
 }
 
-// resolve picks the database: --dsn, or the embedded default.
+// resolve picks the database: --dsn, or the embedded default, whose
+// folder it makes (or checks) when --data-dir does not name one.
 func (df dbFlags) resolve() (target, error) {
 	if df.dsn != "" {
 		if df.dataDir != "" {
@@ -128,7 +129,10 @@ func (df dbFlags) resolve() (target, error) {
 	}
 	dir := df.dataDir
 	if dir == "" {
-		dir = filepath.Join(os.TempDir(), "sqllock")
+		var err error
+		if dir, err = defaultDataDir(); err != nil {
+			return target{}, err
+		}
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -150,7 +154,10 @@ const (
 func open(ctx context.Context, t target, mode openMode) (*sql.DB, error) {
 	if t.dialect == sqllock.SQLite {
 		if t.embedded {
-			if err := os.MkdirAll(filepath.Dir(t.path), 0o755); err != nil {
+			if err := os.MkdirAll(filepath.Dir(t.path), 0o700); err != nil {
+				return nil, fail(exitBadDSN, "embedded database: %v", err)
+			}
+			if err := createPrivate(t.path); err != nil {
 				return nil, fail(exitBadDSN, "embedded database: %v", err)
 			}
 		} else if _, err := os.Stat(t.path); err != nil {

@@ -20,8 +20,9 @@
 // written, '#' and '%' included; it takes no ?parameters (the command sets
 // its own). SQLLOCK_DSN is the default. Without either, the command uses
 // an embedded SQLite file in --data-dir (default: a sqllock folder in the
-// temporary directory), migrated on first use, so it runs with no server
-// at all. A
+// user's state folder, $XDG_STATE_HOME or else ~/.local/state, made 0700;
+// one that another user owns or may write to is refused), migrated on
+// first use, so it runs with no server at all. A
 // database named by --dsn is never migrated behind the operator's back:
 // commands other than migrate refuse it until `sqllock migrate up` has run.
 //
@@ -116,7 +117,8 @@ commands:
 common flags:
   --dsn DSN         postgres://..., mysql://..., sqlite://path (default $SQLLOCK_DSN;
                     without it an embedded SQLite file in --data-dir)
-  --data-dir DIR    folder of the embedded SQLite database
+  --data-dir DIR    folder of the embedded SQLite database (default
+                    ~/.local/state/sqllock, or in $XDG_STATE_HOME)
 
 Run "sqllock <command> -h" for the flags of a command.
 `
