@@ -454,9 +454,9 @@ func (g *Gate) Wait(ctx context.Context, key string, d time.Duration) (bool, err
 		err error
 	}
 	done := make(chan result, 1)
-	// Not ctx: the driver would close the socket, which a statement
-	// waiting for a named lock does not notice. The timeout is a backstop;
-	// the server's own (d) ends the wait first.
+	// Not ctx: the driver would close the socket when it ends, and the
+	// wait is ended below, in order. The timeout is a backstop; the
+	// server's own (d) ends the wait first.
 	sctx, scancel := context.WithTimeout(context.Background(), d+lease.ReleaseTimeout)
 	defer scancel()
 	go func() {
@@ -474,29 +474,26 @@ func (g *Gate) Wait(ctx context.Context, key string, d time.Duration) (bool, err
 		return r.got, nil
 	case <-ctx.Done():
 	}
-	// The session, not its statement: the statement may not have reached
-	// the server yet, and MariaDB forgets a kill of an idle session's
-	// query. The session is discarded anyway.
-	kctx, cancel := context.WithTimeout(context.Background(), gateBound)
-	_, kerr := g.db.ExecContext(kctx, fmt.Sprintf(g.q.kill, id))
-	cancel()
-	if kerr != nil {
-		// Return now: the driver drops the socket, and the server ends
-		// the statement at its timeout, within the bound.
-		g.log.Warn("sqllock: could not end a gate wait; the server ends it within its bound", "error", kerr.Error())
-		scancel()
-	}
+	// The client lets go first: the driver closes the socket and says
+	// nothing of it, as it would of a socket the server closed under it.
+	// A session whose wait never went out ends at its discard. One whose
+	// wait reached the server does not notice the socket close, so the
+	// session is killed; KILL CONNECTION, not KILL QUERY, which MariaDB
+	// forgets when it comes before the statement it aims at.
+	scancel()
 	<-done
 	g.b.discard(conn)
-	if kerr == nil {
-		g.ended(id)
-	}
+	kctx, cancel := context.WithTimeout(context.Background(), gateBound)
+	// An error is an id that ended already, or no session to send the
+	// kill from: then the wait ends at its own timeout, within the bound.
+	_, _ = g.db.ExecContext(kctx, fmt.Sprintf(g.q.kill, id))
+	cancel()
+	g.ended(id)
 	return false, ctx.Err()
 }
 
-// ended returns once the server has ended the killed session id, or after
-// gateBound. The client hears of a killed session when its socket closes,
-// which can come before the session's wait ends on the server.
+// ended returns once the server has ended the session id, or after
+// gateBound: a kill returns before the session it ends is gone.
 func (g *Gate) ended(id int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), gateBound)
 	defer cancel()
