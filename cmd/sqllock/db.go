@@ -53,7 +53,7 @@ var commandUsage = map[string]string{
 	"demo stock": "demo stock [--strategy S] [--workers N] [--units N] [--procs N] [--work D] [--json] [--dsn DSN]",
 	"demo job":   "demo job [--replicas N] [--periods N] [--period D] [--procs N] [--json] [--dsn DSN]",
 	"migrate":    "migrate up|status|down [--force] [--all] [--dsn DSN]\n       sqllock migrate export DIR [--dialect D]   (no database: write the embedded .sql files to DIR)",
-	"locks":      "locks [--json] [--key NAME]... [--dsn DSN]\n       sqllock locks --audit [--json]\n       sqllock locks release KEY --force --reason WHY [--job]",
+	"locks":      "locks [--json] [--kind K,...] [--key NAME]... [--dsn DSN]\n       sqllock locks --audit [--json]\n       sqllock locks release KEY --force --reason WHY [--kind K] [--slot N|writer]\n\nKinds: locks, jobs, semaphores, rwlocks, leaders, advisory (all by default).\nA value with a control character (C0, DEL, C1) or invalid UTF-8 is printed\nGo-quoted, whole (\"a\\x1b[2J\"); --json escapes the JSON way.",
 	"hold":       "hold KEY [--for 1h] [--ttl 30s] [--owner ID] [--dsn DSN]",
 	"bench":      "bench [flags] [--dsn DSN]",
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,35 +15,58 @@ import (
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/advisory"
 	"github.com/sqllock/sqllock/internal/identity"
-	"github.com/sqllock/sqllock/jobguard"
 	"github.com/sqllock/sqllock/tablelock"
 )
 
-// lockRow is one line of `sqllock locks`: a tablelock lock, a jobguard job,
-// or an advisory lock as the server shows it (no token, no times: those
-// the server does not keep).
+// lockRow is one line of `sqllock locks`: a tablelock lock, a jobguard
+// job, a semaphore permit, an rwlock hold, an election's leadership, or an
+// advisory lock as the server shows it (no token, no times: those the
+// server does not keep). Key is the name the application gave: a
+// semaphore's or rwlock's key without the row's suffix, an election's
+// name.
 type lockRow struct {
-	Kind      string    `json:"kind"` // "lock", "job" or "advisory"
+	Kind      string    `json:"kind"` // lock, job, semaphore, rwlock, leader or advisory
 	Key       string    `json:"key"`
-	Owner     string    `json:"owner"` // jobs: "running" or "done (hold-at-least)"; advisory: the session
+	Owner     string    `json:"owner"` // advisory: the session
 	Host      string    `json:"host"`
 	Holds     int       `json:"holds,omitempty"`
 	Token     int64     `json:"token,omitempty"`
 	Acquired  time.Time `json:"acquired,omitzero"`
 	Expires   time.Time `json:"expires,omitzero"`
 	HeldForMS int64     `json:"held_for_ms,omitempty"`
-	State     string    `json:"state,omitempty"` // advisory: "held" or "waiting", "(shared)"
+	// State: a job's "running" or "done (hold-at-least)"; an rwlock row's
+	// "read", "write" or "writer waiting"; advisory "held" or "waiting",
+	// "(shared)".
+	State string `json:"state,omitempty"`
+	// Slot: a semaphore permit's slot, an rwlock reader's row, from 0.
+	Slot *int `json:"slot,omitempty"`
+	// Held: how many permits of the semaphore's key are held now.
+	Held int `json:"held,omitempty"`
+	// Readers: how many readers hold the rwlock's key now;
+	// WriterWaiting: a writer holds its gate and waits for them.
+	Readers       int  `json:"readers,omitempty"`
+	WriterWaiting bool `json:"writer_waiting,omitempty"`
+	// A leader's published value, term (its lease's token) and since.
+	Value string    `json:"value,omitempty"`
+	Term  int64     `json:"term,omitempty"`
+	Since time.Time `json:"since,omitzero"`
+
+	table  string // the lock table of the row; "" for advisory
+	rowKey string // the row's key in it
+	slot   int    // Slot, or -1
 }
 
 func cmdLocks(ctx context.Context, args []string, e env) error {
 	var df dbFlags
 	fs := newFlags("locks", e, &df)
 	table := fs.String("table", tablelock.DefaultTable, "tablelock table")
+	kinds := fs.String("kind", strings.Join(allKinds, ","), "the kinds to list (locks, jobs, semaphores, rwlocks, leaders, advisory; separated by commas); release: the kind of KEY")
 	force := fs.Bool("force", false, "release: really free the lock")
-	job := fs.Bool("job", false, "release: KEY names a jobguard job, not a lock")
+	job := fs.Bool("job", false, "release: KEY names a jobguard job (--kind job)")
+	slotFlag := fs.String("slot", "", "release: which row of KEY: a semaphore's permit slot, an rwlock's reader row, or \"writer\"")
 	reason := fs.String("reason", "", "release: why, for the audit trail (required with --force)")
 	audit := fs.Bool("audit", false, "list the audit trail of force releases instead of the locks")
-	asJSON := fs.Bool("json", false, "print the list as JSON")
+	asJSON := fs.Bool("json", false, "print the list as JSON (values escaped the JSON way; every other output shows a value with a control character Go-quoted)")
 	var names []string
 	fs.Func("key", "an advisory key to name in the list (repeat it); on MariaDB without performance_schema, the keys to look up", func(k string) error {
 		if err := sqllock.ValidateKey(k); err != nil {
@@ -59,166 +83,279 @@ func cmdLocks(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
+	want, err := parseKinds(*kinds)
+	if err != nil {
+		return fail(exitUsage, "locks: %v", err)
+	}
 	if *watch && (*asJSON || len(pos) > 0) {
 		return fail(exitUsage, "locks: --watch lists only, as a table: no --json, no release")
 	}
 	if *every < 100*time.Millisecond || *frames < 0 {
 		return fail(exitUsage, "locks: --every must be at least 100ms and --frames not negative")
 	}
+	var rel releaseSpec
 	switch {
 	case len(pos) == 0:
 	case *audit:
 		return fail(exitUsage, "usage: sqllock locks --audit (no action)")
 	case pos[0] == "release" && len(pos) == 2:
+		if rel, err = parseRelease(pos[1], *kinds, want, *job, *slotFlag); err != nil {
+			return err
+		}
 		if *force && strings.TrimSpace(*reason) == "" {
 			return fail(exitUsage, "locks release %q: --force needs --reason \"why\" for the audit trail", pos[1])
 		}
+		rel.force, rel.reason = *force, *reason
+		want = map[string]bool{rel.kind: true}
 	case pos[0] == "release":
-		return fail(exitUsage, "usage: sqllock locks release KEY --force --reason WHY")
+		return fail(exitUsage, "usage: sqllock locks release KEY --force --reason WHY [--kind K] [--slot N|writer]")
 	default:
 		return fail(exitUsage, "locks: unknown action %q: want no action (list) or release KEY", pos[0])
 	}
 	return withDB(ctx, df, needMigrated, func(t target, db *sql.DB) error {
 		if *audit {
-			return printAudit(ctx, e, t, db, *asJSON)
+			return printAudit(ctx, e, t, db, *table, *asJSON)
 		}
-		l, err := tablelock.New(db, t.dialect, tablelock.WithTable(*table), tablelock.WithNotify(false))
-		if err != nil {
-			return fail(exitUsage, "%v", err)
-		}
-		defer l.Close()
-		g, err := jobguard.New(db, t.dialect)
+		src, err := openSource(ctx, db, t.dialect, *table)
 		if err != nil {
 			return err
 		}
-		defer g.Close()
-		// A database migrated before jobguard shipped has no job table.
-		if ok, err := tableExists(ctx, db, t.dialect, jobguard.DefaultTable); err != nil || !ok {
-			g = nil
-		}
+		defer src.Close()
 		if *watch {
-			return watchLocks(ctx, e, t, db, l, g, watchSpec{table: *table, namespace: *namespace, names: names, every: *every, frames: *frames})
+			return watchLocks(ctx, e, t, src, watchSpec{table: *table, namespace: *namespace, names: names, every: *every, frames: *frames, kinds: want})
 		}
-		rows, err := listLocks(ctx, l, g)
+		rows, err := src.list(ctx, want)
 		if err != nil {
 			return err
 		}
-		if len(pos) == 0 {
-			adv, notes, err := advisoryLocks(ctx, db, t.dialect, *namespace, names)
+		if len(pos) > 0 {
+			return releaseLock(ctx, e, src, rows, rel)
+		}
+		var notes []string
+		if want[kindAdvisory] {
+			adv, n, err := advisoryLocks(ctx, db, t.dialect, *namespace, names)
 			if err != nil {
 				return err
 			}
-			rows = append(rows, adv...)
+			rows, notes = append(rows, adv...), n
 			if t.dialect != sqllock.SQLite {
 				notes = append(notes, "not shown: rowlock leases, which are row locks of open transactions (the server lists those transactions, not keys)")
 			}
-			notesTo := e.stdout
-			if *asJSON {
-				enc := json.NewEncoder(e.stdout)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(rows); err != nil {
-					return err
-				}
-				notesTo = e.stderr
-			} else {
-				printLocks(e.stdout, t, rows)
-			}
-			for _, n := range notes {
-				fmt.Fprintln(notesTo, "note: "+n)
-			}
-			return nil
 		}
-		return releaseLock(ctx, e, l, g, rows, pos[1], *job, *force, *reason)
+		notesTo := e.stdout
+		if *asJSON {
+			enc := json.NewEncoder(e.stdout)
+			enc.SetIndent("", "  ")
+			if rows == nil {
+				rows = []lockRow{}
+			}
+			if err := enc.Encode(rows); err != nil {
+				return err
+			}
+			notesTo = e.stderr
+		} else {
+			printLocks(e.stdout, t, rows, false)
+		}
+		for _, n := range notes {
+			fmt.Fprintln(notesTo, "note: "+safe(n))
+		}
+		return nil
 	})
 }
 
-func listLocks(ctx context.Context, l *tablelock.Locker, g *jobguard.Guard) ([]lockRow, error) {
-	infos, err := l.List(ctx)
-	if err != nil {
-		return nil, err
-	}
-	rows := []lockRow{}
-	for _, in := range infos {
-		rows = append(rows, lockRow{Kind: "lock", Key: in.Key, Owner: in.Owner, Host: in.Host, Holds: in.Holds, Token: in.Token,
-			Acquired: in.AcquiredAt, Expires: in.ExpiresAt, HeldForMS: in.HeldFor.Milliseconds()})
-	}
-	if g == nil {
-		return rows, nil
-	}
-	jobs, err := g.List(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for _, j := range jobs {
-		state := "done (hold-at-least)"
-		if j.Holds > 0 {
-			state = "running"
-		}
-		rows = append(rows, lockRow{Kind: "job", Key: j.Key, Owner: state, Host: j.Host, Token: j.Token,
-			Acquired: j.AcquiredAt, Expires: j.ExpiresAt, HeldForMS: j.HeldFor.Milliseconds()})
-	}
-	return rows, nil
+// group is one section of the table: the rows of a kind, and how they
+// print. cells returns the row's columns before the time columns, each
+// value from the database already passed through safe.
+type group struct {
+	kind, title string
+	header      []string
+	cells       func(r lockRow) []string
 }
 
-func printLocks(w io.Writer, t target, rows []lockRow) {
+var groups = []group{
+	{kindLock, "locks", []string{"KEY", "OWNER", "HOLDER HOST/PID", "TOKEN", "HOLDS"}, func(r lockRow) []string {
+		return []string{safe(r.Key), safe(r.Owner), safe(r.Host), fmt.Sprint(r.Token), fmt.Sprint(r.Holds)}
+	}},
+	{kindJob, "jobs", []string{"JOB", "STATE", "OWNER", "HOLDER HOST/PID", "TOKEN"}, func(r lockRow) []string {
+		return []string{safe(r.Key), r.State, safe(r.Owner), safe(r.Host), fmt.Sprint(r.Token)}
+	}},
+	{kindSemaphore, "semaphore permits", []string{"KEY", "SLOT", "HELD", "HOLDER", "HOLDER HOST/PID", "TOKEN"}, func(r lockRow) []string {
+		return []string{safe(r.Key), slotText(r.Slot), fmt.Sprintf("%d permit(s)", r.Held), safe(r.Owner), safe(r.Host), fmt.Sprint(r.Token)}
+	}},
+	{kindRWLock, "rwlock holds", []string{"KEY", "HOLD", "READERS", "WRITER WAITING", "HOLDER HOST/PID", "TOKEN"}, func(r lockRow) []string {
+		hold := r.State
+		if r.Slot != nil {
+			hold += " (row " + slotText(r.Slot) + ")"
+		}
+		return []string{safe(r.Key), hold, fmt.Sprint(r.Readers), yesNo(r.WriterWaiting), safe(r.Host), fmt.Sprint(r.Token)}
+	}},
+	{kindLeader, "leaders", []string{"ELECTION", "VALUE", "TERM", "SINCE", "HOLDER HOST/PID"}, func(r lockRow) []string {
+		return []string{safe(r.Key), safe(r.Value), fmt.Sprint(r.Term), stamp(r.Since), safe(r.Host)}
+	}},
+	{kindAdvisory, "advisory locks, as the server shows them", []string{"KEY", "SESSION", "HOLDER HOST/PID", "STATE"}, func(r lockRow) []string {
+		return []string{safe(r.Key), safe(r.Owner), safe(r.Host), r.State}
+	}},
+}
+
+func slotText(p *int) string {
+	if p == nil {
+		return "-"
+	}
+	return strconv.Itoa(*p)
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// printLocks prints rows grouped by kind. The list shows when each hold
+// began and ends; a watch frame how long it has been held and how long it
+// has left, both on the database's clock.
+func printLocks(w io.Writer, t target, rows []lockRow, watch bool) {
 	if len(rows) == 0 {
 		fmt.Fprintf(w, "no locks held on %s\n", t.display)
 		return
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "KIND\tKEY\tOWNER\tHOST\tTOKEN\tACQUIRED\tEXPIRES\tHELD FOR")
-	for _, r := range rows {
-		if r.Kind == "advisory" { // the server keeps no token nor times
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t-\t-\t-\t%s\n", r.Kind, r.Key, r.Owner, r.Host, r.State)
+	first := true
+	for _, g := range groups {
+		var of []lockRow
+		for _, r := range rows {
+			if r.Kind == g.kind {
+				of = append(of, r)
+			}
+		}
+		if len(of) == 0 {
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%v\n", r.Kind, r.Key, r.Owner, r.Host, r.Token,
-			r.Acquired.Format(time.RFC3339), r.Expires.Format(time.RFC3339Nano), (time.Duration(r.HeldForMS) * time.Millisecond).Round(time.Millisecond))
+		if !first {
+			fmt.Fprintln(w)
+		}
+		first = false
+		fmt.Fprintf(w, "%s (%d)\n", g.title, len(of))
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		header := g.header
+		if g.kind != kindAdvisory { // the server keeps no times of those
+			if watch {
+				header = append(header[:len(header):len(header)], "HELD FOR", "EXPIRES IN")
+			} else {
+				start := "ACQUIRED"
+				if g.kind == kindJob {
+					start = "LAST RUN"
+				}
+				header = append(header[:len(header):len(header)], start, "EXPIRES", "HELD FOR")
+			}
+		}
+		fmt.Fprintln(tw, strings.Join(header, "\t"))
+		for _, r := range of {
+			cells := g.cells(r)
+			held := time.Duration(r.HeldForMS) * time.Millisecond
+			switch {
+			case g.kind == kindAdvisory:
+			case watch:
+				// Both on the database's clock: now is acquired + held for.
+				cells = append(cells, span(held), span(r.Expires.Sub(r.Acquired.Add(held))))
+			default:
+				cells = append(cells, stamp(r.Acquired), stamp(r.Expires), span(held))
+			}
+			fmt.Fprintln(tw, strings.Join(cells, "\t"))
+		}
+		tw.Flush()
 	}
-	tw.Flush()
 }
 
-// releaseLock frees key for an operator. Without force it only says what it
-// would do, and changes nothing.
-func releaseLock(ctx context.Context, e env, l *tablelock.Locker, g *jobguard.Guard, rows []lockRow, key string, job, force bool, reason string) error {
-	kind := "lock"
-	if job {
-		kind = "job"
-	}
+// releaseSpec is what `locks release` frees: a row of a kind.
+type releaseSpec struct {
+	key, kind string
+	slot      int  // the semaphore slot or rwlock reader row; -1: any, if one
+	writer    bool // the rwlock's writer
+	force     bool
+	reason    string
+}
+
+// parseRelease reads release's KEY, --kind (or --job) and --slot.
+func parseRelease(key, kinds string, want map[string]bool, job bool, slot string) (releaseSpec, error) {
 	if err := sqllock.ValidateKey(key); err != nil {
-		return fail(exitUsage, "locks release: %v", err)
+		return releaseSpec{}, fail(exitUsage, "locks release: %v", err)
 	}
-	var held *lockRow
-	for i := range rows {
-		if rows[i].Kind == kind && rows[i].Key == key {
-			held = &rows[i]
+	r := releaseSpec{key: key, kind: kindLock, slot: -1}
+	switch {
+	case job:
+		r.kind = kindJob
+	case kinds != strings.Join(allKinds, ","):
+		if len(want) != 1 {
+			return releaseSpec{}, fail(exitUsage, "locks release %q: --kind names one kind", key)
+		}
+		for k := range want {
+			r.kind = k
 		}
 	}
-	if held == nil {
-		return fail(exitFailure, "%s %q is not held; nothing to release", kind, key)
+	switch {
+	case r.kind == kindAdvisory:
+		return releaseSpec{}, fail(exitUsage, "locks release %q: an advisory lock belongs to a database session and cannot be forced from here; end the session (pg_terminate_backend(pid) on PostgreSQL, KILL id on MySQL)", key)
+	case slot == "":
+	case r.kind == kindRWLock && slot == "writer":
+		r.writer = true
+	case r.kind == kindSemaphore || r.kind == kindRWLock:
+		n, err := strconv.Atoi(slot)
+		if err != nil || n < 0 {
+			return releaseSpec{}, fail(exitUsage, "locks release %q: --slot %q: want a slot number from 0 (or writer, for an rwlock)", key, slot)
+		}
+		r.slot = n
+	default:
+		return releaseSpec{}, fail(exitUsage, "locks release %q: --slot is for a semaphore's permits and an rwlock's rows, not a %s", key, r.kind)
 	}
-	what := fmt.Sprintf("%s %q (owner %s, host %s, token %d, expires %s)", kind, key, held.Owner, held.Host, held.Token, held.Expires.Format(time.RFC3339Nano))
-	if !force {
+	return r, nil
+}
+
+// releaseLock frees a row for an operator. Without force it only says
+// what it would do, and changes nothing.
+func releaseLock(ctx context.Context, e env, src *holdSource, rows []lockRow, rel releaseSpec) error {
+	kind, key := rel.kind, rel.key
+	var found []lockRow
+	for _, r := range rows {
+		switch {
+		case r.Kind != kind || r.Key != key:
+		case rel.writer && r.slot >= 0, rel.slot >= 0 && r.slot != rel.slot:
+		default:
+			found = append(found, r)
+		}
+	}
+	switch {
+	case len(found) == 0:
+		return fail(exitFailure, "%s %q is not held%s; nothing to release", kind, key, slotSaid(rel))
+	case len(found) > 1:
+		var parts []string
+		for _, r := range found {
+			parts = append(parts, decodeRow(r.table, src.lockTable, r.rowKey).part())
+		}
+		return fail(exitUsage, "%s %q has %d rows held (%s): name one with --slot", kind, key, len(found), strings.Join(parts, ", "))
+	}
+	held := found[0]
+	what := describe(held, src.lockTable)
+	if !rel.force {
 		consequence := "its holder's lease ends with ErrLockLost at its next renewal, and a waiter may take the key at once"
-		if job {
+		switch kind {
+		case kindJob:
 			consequence = "the next replica to fire runs the job, even if this run is still working"
+		case kindLeader:
+			consequence = "the leader learns of the loss at its next renewal, and another campaigner may lead at once: for a moment two may act as leader, which fencing by term guards against"
 		}
 		return fail(exitUsage, "refusing to release %s without --force: %s", what, consequence)
 	}
+	// Free the holder shown, not whoever holds the row by now.
 	var ok bool
 	var err error
-	if job && g == nil {
-		return fail(exitFailure, "this database has no job table")
-	}
-	// Free the holder shown, not whoever holds the key by now.
-	if job {
-		ok, err = g.ForceRelease(ctx, key, held.Token, tablelock.Reason(reason))
+	if kind == kindJob {
+		ok, err = src.jobs.ForceRelease(ctx, held.rowKey, held.Token, tablelock.Reason(rel.reason))
 	} else {
-		ok, err = l.ForceRelease(ctx, key, held.Token, tablelock.Reason(reason))
+		ok, err = src.locker(held.table).ForceRelease(ctx, held.rowKey, held.Token, tablelock.Reason(rel.reason))
 	}
 	switch {
 	case errors.Is(err, sqllock.ErrNotHeld):
-		return fail(exitFailure, "%s %q changed hands since it was shown (token %d): %v", kind, key, held.Token, err)
+		return fail(exitFailure, "%s %q changed hands since it was shown (token %d): %s", kind, key, held.Token, safe(err.Error()))
 	case err != nil:
 		return err
 	case !ok:
@@ -228,13 +365,36 @@ func releaseLock(ctx context.Context, e env, l *tablelock.Locker, g *jobguard.Gu
 	return nil
 }
 
-// auditRow is one line of `sqllock locks --audit`.
+func slotSaid(rel releaseSpec) string {
+	switch {
+	case rel.writer:
+		return " by a writer"
+	case rel.slot >= 0:
+		return fmt.Sprintf(" in slot %d", rel.slot)
+	}
+	return ""
+}
+
+// describe names a held row for a message, its values made safe.
+func describe(r lockRow, lockTable string) string {
+	name := r.Kind + " " + strconv.Quote(r.Key)
+	if p := decodeRow(r.table, lockTable, r.rowKey).part(); p != "" {
+		name += " " + p
+	}
+	return fmt.Sprintf("%s (owner %s, host %s, token %d, expires %s)", name, safe(r.Owner), safe(r.Host), r.Token, stamp(r.Expires))
+}
+
+// auditRow is one line of `sqllock locks --audit`. Kind, Key and Part
+// name the row as its primitive does; RowKey is the row's key in Table.
 type auditRow struct {
 	ID       int64     `json:"id"`
 	At       time.Time `json:"at"`
 	Action   string    `json:"action"`
 	Table    string    `json:"table"`
+	Kind     string    `json:"kind"`
 	Key      string    `json:"key"`
+	Part     string    `json:"part,omitempty"` // "permit 2", "reader 0", "writer"
+	RowKey   string    `json:"row_key"`
 	Token    int64     `json:"token"`
 	Owner    string    `json:"owner"`
 	Host     string    `json:"host"`
@@ -244,14 +404,16 @@ type auditRow struct {
 }
 
 // printAudit lists the audit trail, oldest first.
-func printAudit(ctx context.Context, e env, t target, db *sql.DB, asJSON bool) error {
+func printAudit(ctx context.Context, e env, t target, db *sql.DB, lockTable string, asJSON bool) error {
 	entries, err := tablelock.AuditLog(ctx, db)
 	if err != nil {
 		return err
 	}
 	rows := make([]auditRow, len(entries))
 	for i, a := range entries {
-		rows[i] = auditRow(a)
+		n := decodeRow(a.Table, lockTable, a.Key)
+		rows[i] = auditRow{ID: a.ID, At: a.At, Action: a.Action, Table: a.Table, Kind: n.kind, Key: n.name, Part: n.part(),
+			RowKey: a.Key, Token: a.Token, Owner: a.Owner, Host: a.Host, Holds: a.Holds, Operator: a.Operator, Reason: a.Reason}
 	}
 	if asJSON {
 		enc := json.NewEncoder(e.stdout)
@@ -263,9 +425,14 @@ func printAudit(ctx context.Context, e env, t target, db *sql.DB, asJSON bool) e
 		return nil
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "AT\tACTION\tTABLE\tKEY\tTOKEN\tOWNER\tHOST\tOPERATOR\tREASON")
+	fmt.Fprintln(tw, "AT\tACTION\tTABLE\tKIND\tKEY\tTOKEN\tOWNER\tHOST\tOPERATOR\tREASON")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.At.Format(time.RFC3339Nano), r.Action, r.Table, r.Key, r.Token, r.Owner, r.Host, r.Operator, r.Reason)
+		key := safe(r.Key)
+		if r.Part != "" {
+			key += " " + r.Part
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", stamp(r.At), safe(r.Action), safe(r.Table), r.Kind, key, r.Token,
+			safe(r.Owner), safe(r.Host), safe(r.Operator), safe(r.Reason))
 	}
 	return tw.Flush()
 }

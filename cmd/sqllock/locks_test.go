@@ -24,16 +24,12 @@ func TestForceReleaseFreesTheHolderShown(t *testing.T) {
 	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		op, err := tablelock.New(db.DB, db.Dialect, tablelock.WithNotify(false))
+		src, err := openSource(ctx, db.DB, db.Dialect, tablelock.DefaultTable)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer op.Close()
-		g, err := jobguard.New(db.DB, db.Dialect)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer g.Close()
+		defer src.Close()
+		g := src.jobs
 		e := env{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
 
 		t.Run("lock", func(t *testing.T) {
@@ -47,7 +43,7 @@ func TestForceReleaseFreesTheHolderShown(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			shown, err := listLocks(ctx, op, nil)
+			shown, err := src.list(ctx, map[string]bool{kindLock: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -61,7 +57,7 @@ func TestForceReleaseFreesTheHolderShown(t *testing.T) {
 			}
 			defer second.Release(ctx)
 
-			err = releaseLock(ctx, e, op, nil, shown, key, false, true, "test")
+			err = releaseLock(ctx, e, src, shown, releaseSpec{key: key, kind: kindLock, slot: -1, force: true, reason: "test"})
 			var ee *exitError
 			if !errors.As(err, &ee) || ee.code != exitFailure || !strings.Contains(ee.msg, "changed hands") {
 				t.Errorf("force release of a key that changed hands = %v; want exit %d saying it changed hands", err, exitFailure)
@@ -80,7 +76,7 @@ func TestForceReleaseFreesTheHolderShown(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			shown, err := listLocks(ctx, op, g)
+			shown, err := src.list(ctx, map[string]bool{kindJob: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,7 +89,7 @@ func TestForceReleaseFreesTheHolderShown(t *testing.T) {
 			}
 			defer second.Release(ctx)
 
-			err = releaseLock(ctx, e, op, g, shown, job.Name, true, true, "test")
+			err = releaseLock(ctx, e, src, shown, releaseSpec{key: job.Name, kind: kindJob, slot: -1, force: true, reason: "test"})
 			var ee *exitError
 			if !errors.As(err, &ee) || ee.code != exitFailure || !strings.Contains(ee.msg, "changed hands") {
 				t.Errorf("force release of a job that changed hands = %v; want exit %d saying it changed hands", err, exitFailure)

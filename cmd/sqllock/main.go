@@ -4,7 +4,7 @@
 //	sqllock demo job                   # replicas run one scheduled job, once a period
 //	sqllock migrate up|status          # the embedded goose migrations
 //	sqllock migrate down --force       # roll back the newest (--all: every one)
-//	sqllock locks                      # held locks and taken jobs
+//	sqllock locks                      # every hold: locks, jobs, permits, rwlocks, leaders, advisory
 //	sqllock locks --watch              # the same, redrawn every second, with waiters
 //	sqllock locks release KEY --force --reason "INC-7"  # free the holder it shows, audited
 //	sqllock locks --audit              # who forced which release, and why
@@ -103,13 +103,16 @@ commands:
   migrate down --force [--all]
                     roll back the newest migration (--all: every one); it
                     drops tables, and without --force says which
-  locks             list held locks and taken jobs
+  locks             list every hold, grouped: locks, jobs, semaphore
+                    permits, rwlock holds, leaders, advisory locks
+                    (--kind to choose); values with control characters
+                    are printed Go-quoted
   locks --watch     the same, redrawn every second: held for, expires in,
                     and on PostgreSQL the sessions waiting for a lock
-  locks release KEY --force --reason WHY
-                    free the holder of a lock it shows, unless the lock
-                    changed hands meanwhile (--job for a job); recorded
-                    with the reason in the audit trail
+  locks release KEY --force --reason WHY [--kind K] [--slot N|writer]
+                    free the holder of a hold it shows, unless it changed
+                    hands meanwhile; recorded with the reason in the
+                    audit trail
   locks --audit     list the audit trail of force releases
   hold KEY          hold a lock until --for passes, Ctrl-C, or it is lost
   bench             lock rates and handoff latency beside raw SQL

@@ -13,8 +13,6 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/sqlutil"
-	"github.com/sqllock/sqllock/jobguard"
-	"github.com/sqllock/sqllock/tablelock"
 )
 
 // watchSpec is what `sqllock locks --watch` shows and how often.
@@ -23,7 +21,8 @@ type watchSpec struct {
 	namespace string
 	names     []string
 	every     time.Duration
-	frames    int // stop after this many; 0: until the context ends
+	frames    int             // stop after this many; 0: until the context ends
+	kinds     map[string]bool // the kinds shown
 }
 
 // waiter is a session the server shows waiting for a lock.
@@ -39,20 +38,23 @@ type waiter struct {
 // holder host/pid, held for, expires in and token, on the database's clock;
 // on PostgreSQL also the sessions waiting for a lock as the server shows
 // them. On a terminal each frame replaces the last.
-func watchLocks(ctx context.Context, e env, t target, db *sql.DB, l *tablelock.Locker, g *jobguard.Guard, w watchSpec) error {
+func watchLocks(ctx context.Context, e env, t target, src *holdSource, w watchSpec) error {
+	db := src.db
 	clear := isTerminal(e.stdout)
 	tick := time.NewTicker(w.every)
 	defer tick.Stop()
 	for frame := 1; ; frame++ {
-		rows, err := listLocks(ctx, l, g)
+		rows, err := src.list(ctx, w.kinds)
 		if err != nil {
 			return err
 		}
-		adv, _, err := advisoryLocks(ctx, db, t.dialect, w.namespace, w.names)
-		if err != nil {
-			return err
+		if w.kinds[kindAdvisory] {
+			adv, _, err := advisoryLocks(ctx, db, t.dialect, w.namespace, w.names)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, adv...)
 		}
-		rows = append(rows, adv...)
 		var waiters []waiter
 		listening := -1
 		if t.dialect == sqllock.Postgres {
@@ -66,8 +68,8 @@ func watchLocks(ctx context.Context, e env, t target, db *sql.DB, l *tablelock.L
 		if clear {
 			fmt.Fprint(e.stdout, "\x1b[H\x1b[2J")
 		}
-		fmt.Fprintf(e.stdout, "sqllock locks on %s at %s (every %v; Ctrl-C to stop)\n\n", t.display, time.Now().Format(time.TimeOnly), w.every)
-		printWatch(e.stdout, rows, waiters, listening)
+		fmt.Fprintf(e.stdout, "sqllock locks on %s at %s (every %v; Ctrl-C to stop)\n\n", t.display, stamp(time.Now()), w.every)
+		printWatch(e.stdout, t, rows, waiters, listening)
 		if w.frames > 0 && frame >= w.frames {
 			return nil
 		}
@@ -79,25 +81,8 @@ func watchLocks(ctx context.Context, e env, t target, db *sql.DB, l *tablelock.L
 	}
 }
 
-func printWatch(w io.Writer, rows []lockRow, waiters []waiter, listening int) {
-	if len(rows) == 0 {
-		fmt.Fprintln(w, "no locks held")
-	} else {
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "KIND\tKEY\tHOLDER HOST/PID\tOWNER\tTOKEN\tHELD FOR\tEXPIRES IN")
-		for _, r := range rows {
-			if r.Kind == "advisory" { // the server keeps no token nor times
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t-\t-\t%s\n", r.Kind, r.Key, r.Host, r.Owner, r.State)
-				continue
-			}
-			held := time.Duration(r.HeldForMS) * time.Millisecond
-			// Both on the database's clock: now there is acquired + held for.
-			left := r.Expires.Sub(r.Acquired.Add(held))
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%v\t%v\n", r.Kind, r.Key, r.Host, r.Owner, r.Token,
-				held.Round(100*time.Millisecond), left.Round(100*time.Millisecond))
-		}
-		tw.Flush()
-	}
+func printWatch(w io.Writer, t target, rows []lockRow, waiters []waiter, listening int) {
+	printLocks(w, t, rows, true)
 	if listening > 0 {
 		fmt.Fprintf(w, "\n%d session(s) listening for tablelock releases: processes with an Acquire waiting\n", listening)
 	}
@@ -106,7 +91,7 @@ func printWatch(w io.Writer, rows []lockRow, waiters []waiter, listening int) {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "PID\tAPP\tHOST\tWAITING\tBLOCKED BY\tQUERY")
 		for _, x := range waiters {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%v\t%s\t%s\n", x.PID, x.App, x.Host, x.Waiting.Round(100*time.Millisecond), x.BlockedBy, x.Query)
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", x.PID, safe(x.App), safe(x.Host), span(x.Waiting), safe(x.BlockedBy), safe(x.Query))
 		}
 		tw.Flush()
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/advisory"
 	"github.com/sqllock/sqllock/internal/testdb"
-	"github.com/sqllock/sqllock/jobguard"
 	"github.com/sqllock/sqllock/rowlock"
 	"github.com/sqllock/sqllock/tablelock"
 )
@@ -48,11 +47,11 @@ func TestWatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer l.Close()
-		g, err := jobguard.New(db.DB, db.Dialect)
+		src, err := openSource(ctx, db.DB, db.Dialect, tablelock.DefaultTable)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer g.Close()
+		defer src.Close()
 		key := fmt.Sprintf("watch/%x", rand.Uint64())
 		lease, err := l.Acquire(ctx, key)
 		if err != nil {
@@ -85,13 +84,14 @@ func TestWatch(t *testing.T) {
 		out := &syncBuilder{}
 		e := env{stdout: out, stderr: io.Discard, getenv: func(string) string { return "" }}
 		tg := target{dialect: db.Dialect, display: "the test database"}
-		w := watchSpec{table: tablelock.DefaultTable, namespace: advisory.DefaultNamespace, every: 100 * time.Millisecond}
+		all, _ := parseKinds(strings.Join(allKinds, ","))
+		w := watchSpec{table: tablelock.DefaultTable, namespace: advisory.DefaultNamespace, every: 100 * time.Millisecond, kinds: all}
 		// Frames until the waiters show (they block a moment after starting).
 		deadline := time.Now().Add(30 * time.Second)
 		for {
 			out.b.Reset()
 			w.frames = 2
-			if err := watchLocks(ctx, e, tg, db.DB, l, g, w); err != nil {
+			if err := watchLocks(ctx, e, tg, src, w); err != nil {
 				t.Fatal(err)
 			}
 			seen := true
@@ -115,7 +115,7 @@ func TestWatch(t *testing.T) {
 		}
 		// Expires in: the TTL less what passed, on the database clock.
 		for line := range strings.Lines(got) {
-			if strings.Contains(line, key) && strings.HasPrefix(line, "lock") && !strings.Contains(line, "59.") && !strings.Contains(line, "58.") && !strings.Contains(line, "1m0s") {
+			if strings.HasPrefix(line, key) && !strings.Contains(line, "59.") && !strings.Contains(line, "58.") && !strings.Contains(line, "1m0s") {
 				t.Errorf("expires-in of a 1m lease taken just now is not about a minute: %q", line)
 			}
 		}
