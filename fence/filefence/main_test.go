@@ -1,0 +1,9 @@
+package filefence_test
+
+import (
+	"testing"
+
+	"github.com/sqllock/sqllock/internal/testdb"
+)
+
+func TestMain(m *testing.M) { testdb.VerifyNoLeaks(m) }
