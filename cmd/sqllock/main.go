@@ -151,9 +151,11 @@ func run(ctx context.Context, args []string, e env) int {
 	return ee.code
 }
 
-// oneLine keeps an error to one line: drivers put newlines in some.
+// oneLine keeps an error to one line: drivers put newlines in some. A
+// message may quote what the database holds (a driver's "Duplicate entry
+// '...'"): its control characters are shown escaped.
 func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
+	return escapeControls(strings.Join(strings.Fields(s), " "))
 }
 
 func dispatch(ctx context.Context, args []string, e env) error {

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -36,3 +38,22 @@ func stamp(t time.Time) string {
 
 // span formats a duration as every output shows it: to the millisecond.
 func span(d time.Duration) string { return d.Round(time.Millisecond).String() }
+
+// escapeControls shows each character of s that safe would quote as its
+// Go escape (\x1b, \u009b), leaving the rest as it is: for a message of
+// ours that quotes values it did not make safe, as a driver's error does.
+func escapeControls(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r != utf8.RuneError && !strconv.IsPrint(r):
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}

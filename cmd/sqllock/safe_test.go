@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -171,4 +172,30 @@ func TestLocksOutputIsSafe(t *testing.T) {
 		}
 		checkSafe(t, "locks --audit", audit, marker)
 	})
+}
+
+// TestErrorLineIsSafe: an error's message may quote what the database
+// holds (a driver's "Duplicate entry '...'", a key in a message built
+// with %s); the one line on stderr shows its control characters escaped.
+func TestErrorLineIsSafe(t *testing.T) {
+	var errb strings.Builder
+	e := env{stdout: io.Discard, stderr: &errb, getenv: func(string) string { return "" }}
+	code := run(context.Background(), []string{"locks", "--kind", "x" + hostileTail}, e)
+	if code != exitUsage {
+		t.Fatalf("exit %d, want %d: %s", code, exitUsage, errb.String())
+	}
+	got := strings.TrimSuffix(errb.String(), "\n")
+	if strings.Contains(got, "\n") {
+		t.Errorf("stderr is not one line: %q", got)
+	}
+	checkSafe(t, "stderr", got, "--kind")
+	if !strings.Contains(got, `\x1b]0;pwned`) {
+		t.Errorf("stderr %q does not show the escape escaped", got)
+	}
+	// A driver's message, as run prints any error.
+	line := oneLine("Error 1062: Duplicate entry 'k" + hostileTail + "' for key 'PRIMARY'")
+	checkSafe(t, "oneLine", line, "Duplicate")
+	if !strings.Contains(line, `\x1b]0;pwned`) || !strings.Contains(line, "Duplicate entry") {
+		t.Errorf("oneLine = %q; want the message with its escapes shown", line)
+	}
 }
