@@ -45,6 +45,17 @@
 // [sqllock.ErrLockLost]). [Fence.Write] wraps the usual shape: begin a
 // transaction, Guard, run the caller's writes, commit.
 //
+// # Only what the transaction writes
+//
+// The fence refuses a stale holder's transaction, and nothing else: what
+// Write's callback does outside tx (appending to a file, a call to a
+// service) goes ahead whatever the fence decides, and after a loss it can
+// land after the next holder's write. A resource outside the database
+// must refuse older tokens itself: a local file through package
+// github.com/sqllock/sqllock/fence/filefence, a service or object store by
+// the token sent with the write (the repository's docs/fencing.md gives a
+// recipe per resource).
+//
 // # Claim on takeover: raise the fence before you read
 //
 // The fence refuses an old holder only once the new holder's token is

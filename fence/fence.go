@@ -248,6 +248,10 @@ func lossOr(ctx context.Context, err error) error {
 // fn itself runs at most once. When ctx ended because the lease was lost
 // (sqllock.Do cancels it then), the error says so first and matches
 // sqllock.ErrLockLost, whatever the statement that noticed reported.
+//
+// Only fn's writes through tx are fenced: anything else it does (a file, a
+// request) happens whatever the check decided, and may happen after the
+// lease is lost; see the package doc.
 func (f *Fence) Write(ctx context.Context, db *sql.DB, resource string, fn func(tx *sql.Tx) error) error {
 	if db == nil || fn == nil {
 		return fmt.Errorf("fence: write %q: %w: nil *sql.DB or function", resource, sqllock.ErrInvalidOption)
