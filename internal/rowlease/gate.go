@@ -29,14 +29,14 @@ import (
 // gate at once (nobody kept it) finds the key held and polls as before.
 //
 // Every wait is bounded (by its caller: the waiting loop's bound): one
-// that hears nothing ends by itself and its waiter looks at the row again. So a gate kept by a holder that
-// lost its key (to an operator's force release, which it learns of at its
-// next renewal) costs a waiter at most the bound, and so does a kill that
-// missed. A cancelled wait kills its session on the server (KILL
+// that hears nothing ends by itself and its waiter looks at the row again.
+// So a gate kept by a holder that lost its key (to an operator's force
+// release, which it learns of at its next renewal) costs a waiter at most
+// the bound, and so does a kill that missed. A cancelled wait closes its
+// socket, discards its session and kills it on the server (KILL
 // CONNECTION from another session of the pool; one's own sessions need no
-// privilege) and discards it: unlike KILL QUERY, that also ends a session
-// whose wait has not reached the server yet, which MariaDB would otherwise
-// run in full.
+// privilege): unlike KILL QUERY, that also ends a session whose wait has
+// not reached the server yet, which MariaDB would otherwise run in full.
 //
 // Sessions pinned: one per Locker for the gates of every key it holds (one
 // session can keep many named locks), taken while it holds something and
