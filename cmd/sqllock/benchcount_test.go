@@ -27,7 +27,7 @@ func TestCountingDB(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer cdb.Close()
-			l, closeFn, err := newTablelock(cdb, db.Dialect)
+			l, closeFn, err := newTablelock(cdb, db.Dialect, false)
 			if err != nil {
 				t.Fatal(err)
 			}

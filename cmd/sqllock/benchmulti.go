@@ -104,8 +104,8 @@ func multiPlanFor(ctx context.Context, db *sql.DB, d sqllock.Dialect, name strin
 	return nil, nil
 }
 
-func newLockerClient(db *sql.DB, d sqllock.Dialect, newLocker func(*sql.DB, sqllock.Dialect) (sqllock.Locker, func(), error)) (contender, error) {
-	l, closeFn, err := newLocker(db, d)
+func newLockerClient(db *sql.DB, d sqllock.Dialect, newLocker func(*sql.DB, sqllock.Dialect, bool) (sqllock.Locker, func(), error)) (contender, error) {
+	l, closeFn, err := newLocker(db, d, false)
 	if err != nil {
 		return nil, err
 	}

@@ -53,9 +53,9 @@ type contender interface {
 
 // lockerSide is the library side of a strategy with a Locker: one Locker
 // per client.
-func lockerSide(db *sql.DB, d sqllock.Dialect, newLocker func(*sql.DB, sqllock.Dialect) (sqllock.Locker, func(), error)) side {
+func lockerSide(db *sql.DB, d sqllock.Dialect, newLocker func(*sql.DB, sqllock.Dialect, bool) (sqllock.Locker, func(), error)) side {
 	return side{open: func(context.Context) (contender, error) {
-		l, closeFn, err := newLocker(db, d)
+		l, closeFn, err := newLocker(db, d, false)
 		if err != nil {
 			return nil, err
 		}
@@ -410,13 +410,10 @@ func benchAdvisory(_ context.Context, db *sql.DB, d sqllock.Dialect) (*benchPlan
 func rawAdvisorySQL(d sqllock.Dialect) (advisorySQL, string) {
 	if d.IsMySQL() {
 		// A bounded wait, repeated: MariaDB answers GET_LOCK(name, -1) with NULL.
-		name := advisory.MySQLName
-		if d == sqllock.MySQLCommon {
-			name = advisory.MySQLCommonName
-		}
+		// Both paths lock the key's case-safe name, as the Locker does.
 		return advisorySQL{
 			lock: `SELECT GET_LOCK(?, 60)`, unlock: `SELECT RELEASE_LOCK(?)`, unlockAll: `SELECT RELEASE_ALL_LOCKS()`,
-			arg: func(key string) any { return name(advisory.DefaultNamespace, key) },
+			arg: func(key string) any { return advisory.MySQLCommonName(advisory.DefaultNamespace, key) },
 		}, "GET_LOCK/RELEASE_LOCK"
 	}
 	return advisorySQL{

@@ -28,8 +28,12 @@ type target struct {
 	// singleWriter: the DSN declared lock traffic goes to one Galera node
 	// (sqllock_single_writer=1).
 	singleWriter bool
-	path         string   // SQLite file
-	secrets      []string // the passwords in raw, in every form found: scrub never prints them
+	// pooler: the DSN declared a transaction-pooling proxy in front of
+	// PostgreSQL (sqllock_pooler=transaction): every Locker the command
+	// builds runs WithTransactionPooler.
+	pooler  bool
+	path    string   // SQLite file
+	secrets []string // the passwords in raw, in every form found: scrub never prints them
 }
 
 // parseDSN maps a --dsn value to a driver and its DSN, without connecting.
@@ -171,7 +175,58 @@ func postgresTarget(dsn string) (target, error) {
 	t := target{dialect: sqllock.Postgres, driver: "pgx", dsn: dsn, raw: dsn,
 		display: fmt.Sprintf("postgres %s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)}
 	t.secrets = addSecret(t.secrets, cfg.Password)
+	// pgx would send sqllock's own parameter to the server as a setting.
+	if v, ok := cfg.RuntimeParams[poolerParam]; ok {
+		if v != "transaction" {
+			return target{}, fmt.Errorf("%s=%s: want transaction (PgBouncer's pool_mode = transaction)", poolerParam, v)
+		}
+		t.pooler = true
+		t.dsn = withoutParam(dsn, poolerParam)
+		if _, set := cfg.RuntimeParams["default_query_exec_mode"]; !set && !strings.Contains(dsn, "default_query_exec_mode") {
+			// Statements prepared on one turn of a server session are
+			// missing on the next before PgBouncer 1.21.
+			t.dsn = withParam(t.dsn, "default_query_exec_mode", "exec")
+		}
+	}
 	return t, nil
+}
+
+// poolerParam declares a transaction-pooling proxy in a PostgreSQL DSN.
+const poolerParam = "sqllock_pooler"
+
+// withoutParam removes key=value from a PostgreSQL DSN, in the URL's query
+// or among the keyword form's pairs.
+func withoutParam(dsn, key string) string {
+	if _, isURL := urlScheme(dsn); isURL {
+		re := regexp.MustCompile(`([?&])` + regexp.QuoteMeta(key) + `=[^&#]*(&|$)`)
+		out := re.ReplaceAllStringFunc(dsn, func(m string) string {
+			if strings.HasPrefix(m, "?") && strings.HasSuffix(m, "&") {
+				return "?"
+			}
+			if strings.HasSuffix(m, "&") {
+				return "&"
+			}
+			return ""
+		})
+		return out
+	}
+	re := regexp.MustCompile(`(^|\s)` + regexp.QuoteMeta(key) + `\s*=\s*('(\\.|[^'])*'|\S+)`)
+	return strings.TrimSpace(re.ReplaceAllString(dsn, ""))
+}
+
+// withParam adds key=value to a PostgreSQL DSN.
+func withParam(dsn, key, value string) string {
+	if _, isURL := urlScheme(dsn); isURL {
+		sep := "?"
+		if strings.Contains(dsn, "?") {
+			sep = "&"
+			if strings.HasSuffix(dsn, "?") || strings.HasSuffix(dsn, "&") {
+				sep = ""
+			}
+		}
+		return dsn + sep + key + "=" + value
+	}
+	return dsn + " " + key + "=" + value
 }
 
 func mysqlTarget(raw string, cfg *mysql.Config) (target, error) {
@@ -192,6 +247,9 @@ func mysqlTarget(raw string, cfg *mysql.Config) (target, error) {
 			return target{}, fmt.Errorf("sqllock_dialect=%s: want mariadb or mysql8", v)
 		}
 		t.pinned = true
+	}
+	if _, ok := cfg.Params[poolerParam]; ok {
+		return target{}, fmt.Errorf("%s: a transaction pooler is a PostgreSQL proxy (PgBouncer); not for MySQL", poolerParam)
 	}
 	if v, ok := cfg.Params["sqllock_single_writer"]; ok {
 		delete(cfg.Params, "sqllock_single_writer")

@@ -84,6 +84,9 @@ func cmdJob(ctx context.Context, args []string, e env) error {
 		return fail(exitUsage, "demo job: --period %v is below 100ms", *period)
 	}
 	return withDB(ctx, df, needMigrated, func(t target, db *sql.DB) error {
+		if t.pooler {
+			return fail(exitUnsupported, "demo job through a transaction pooler (%s=transaction) is not served yet: jobguard prepares its statements; run it against the server itself", poolerParam)
+		}
 		sch := jobSchedule{
 			name: fmt.Sprintf("sqllock-demo/nightly-%x", rand.Uint64()),
 			// Far enough ahead for worker processes to start.

@@ -111,19 +111,27 @@ type holdSource struct {
 	d         sqllock.Dialect
 	lockTable string            // --table
 	locks     *tablelock.Locker // lockTable's
-	jobs      *jobguard.Guard   // nil: no job table
+	jobs      *tablelock.Locker // the job table's (the lock table's shape); nil: none
 	permits   *tablelock.Locker // the permit table's; nil: none
 	elections *election.Election
 }
 
-// openSource opens the readers of every lock table the database has.
-func openSource(ctx context.Context, db *sql.DB, d sqllock.Dialect, lockTable string) (*holdSource, error) {
+// openSource opens the readers of every lock table the database has; with
+// pooler, made for a transaction-pooling proxy.
+func openSource(ctx context.Context, db *sql.DB, d sqllock.Dialect, lockTable string, pooler bool) (*holdSource, error) {
 	if lockTable == semaphore.DefaultTable || lockTable == jobguard.DefaultTable || lockTable == election.Table {
 		return nil, fail(exitUsage, "locks: --table %s: --table names a tablelock table; permits, rwlock holds, jobs and leaders are listed by default (choose with --kind)", lockTable)
 	}
 	s := &holdSource{db: db, d: d, lockTable: lockTable}
+	opts := func(table string) []tablelock.Option {
+		o := []tablelock.Option{tablelock.WithTable(table), tablelock.WithNotify(false)}
+		if pooler {
+			o = append(o, tablelock.WithTransactionPooler())
+		}
+		return o
+	}
 	var err error
-	if s.locks, err = tablelock.New(db, d, tablelock.WithTable(lockTable), tablelock.WithNotify(false)); err != nil {
+	if s.locks, err = tablelock.New(db, d, opts(lockTable)...); err != nil {
 		return nil, fail(exitUsage, "%v", err)
 	}
 	// A database migrated before a primitive shipped has no table of it.
@@ -131,7 +139,7 @@ func openSource(ctx context.Context, db *sql.DB, d sqllock.Dialect, lockTable st
 		s.Close()
 		return nil, err
 	} else if ok {
-		if s.jobs, err = jobguard.New(db, d); err != nil {
+		if s.jobs, err = tablelock.New(db, d, opts(jobguard.DefaultTable)...); err != nil {
 			s.Close()
 			return nil, err
 		}
@@ -142,11 +150,11 @@ func openSource(ctx context.Context, db *sql.DB, d sqllock.Dialect, lockTable st
 		return nil, err
 	}
 	if ok {
-		if s.permits, err = tablelock.New(db, d, tablelock.WithTable(semaphore.DefaultTable), tablelock.WithNotify(false)); err != nil {
+		if s.permits, err = tablelock.New(db, d, opts(semaphore.DefaultTable)...); err != nil {
 			s.Close()
 			return nil, err
 		}
-		if s.elections, err = election.New(db, d, tablelock.WithNotify(false)); err != nil {
+		if s.elections, err = election.New(db, d, opts(tablelock.DefaultTable)[1:]...); err != nil {
 			s.Close()
 			return nil, err
 		}
@@ -172,8 +180,11 @@ func (s *holdSource) Close() {
 
 // locker returns the Locker of table, for a force release.
 func (s *holdSource) locker(table string) *tablelock.Locker {
-	if table == semaphore.DefaultTable {
+	switch table {
+	case semaphore.DefaultTable:
 		return s.permits
+	case jobguard.DefaultTable:
+		return s.jobs
 	}
 	return s.locks
 }

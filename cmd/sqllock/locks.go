@@ -116,7 +116,7 @@ func cmdLocks(ctx context.Context, args []string, e env) error {
 		if *audit {
 			return printAudit(ctx, e, t, db, *table, *asJSON)
 		}
-		src, err := openSource(ctx, db, t.dialect, *table)
+		src, err := openSource(ctx, db, t.dialect, *table, t.pooler)
 		if err != nil {
 			return err
 		}
@@ -346,13 +346,7 @@ func releaseLock(ctx context.Context, e env, src *holdSource, rows []lockRow, re
 		return fail(exitUsage, "refusing to release %s without --force: %s", what, consequence)
 	}
 	// Free the holder shown, not whoever holds the row by now.
-	var ok bool
-	var err error
-	if kind == kindJob {
-		ok, err = src.jobs.ForceRelease(ctx, held.rowKey, held.Token, tablelock.Reason(rel.reason))
-	} else {
-		ok, err = src.locker(held.table).ForceRelease(ctx, held.rowKey, held.Token, tablelock.Reason(rel.reason))
-	}
+	ok, err := src.locker(held.table).ForceRelease(ctx, held.rowKey, held.Token, tablelock.Reason(rel.reason))
 	switch {
 	case errors.Is(err, sqllock.ErrNotHeld):
 		return fail(exitFailure, "%s %q changed hands since it was shown (token %d): %s", kind, key, held.Token, safe(err.Error()))
@@ -454,7 +448,11 @@ func cmdHold(ctx context.Context, args []string, e env) error {
 	}
 	key := pos[0]
 	return withDB(ctx, df, needMigrated, func(t target, db *sql.DB) error {
-		l, err := tablelock.New(db, t.dialect, tablelock.WithTTL(*ttl))
+		opts := []tablelock.Option{tablelock.WithTTL(*ttl)}
+		if t.pooler {
+			opts = append(opts, tablelock.WithTransactionPooler())
+		}
+		l, err := tablelock.New(db, t.dialect, opts...)
 		if err != nil {
 			return fail(exitUsage, "hold: %v", err)
 		}

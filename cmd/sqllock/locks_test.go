@@ -24,12 +24,16 @@ func TestForceReleaseFreesTheHolderShown(t *testing.T) {
 	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		src, err := openSource(ctx, db.DB, db.Dialect, tablelock.DefaultTable)
+		src, err := openSource(ctx, db.DB, db.Dialect, tablelock.DefaultTable, false)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer src.Close()
-		g := src.jobs
+		g, err := jobguard.New(db.DB, db.Dialect)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
 		e := env{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
 
 		t.Run("lock", func(t *testing.T) {

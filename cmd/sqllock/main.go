@@ -18,7 +18,11 @@
 // user name and password are percent-encoded (@ as %40, # as %23); the
 // query's parameters all reach the driver. A sqlite:// path is taken as
 // written, '#' and '%' included; it takes no ?parameters (the command sets
-// its own). SQLLOCK_DSN is the default. Without either, the command uses
+// its own). On a postgres DSN, sqllock_pooler=transaction declares a
+// transaction-pooling proxy (PgBouncer's pool_mode = transaction): every
+// Locker the command builds works through it, and the commands that
+// cannot (migrate up|down, bench, demo job) refuse at once saying why.
+// SQLLOCK_DSN is the default. Without either, the command uses
 // an embedded SQLite file in --data-dir (default: a sqllock folder in the
 // user's state folder, $XDG_STATE_HOME or else ~/.local/state, made 0700;
 // one that another user owns or may write to is refused), migrated on

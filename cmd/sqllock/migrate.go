@@ -44,6 +44,9 @@ func cmdMigrate(ctx context.Context, args []string, e env) error {
 		return fail(exitUsage, "migrate: unknown action %q: want up, down, status or export", verb)
 	}
 	return withDB(ctx, df, anySchema, func(t target, db *sql.DB) error {
+		if t.pooler && verb != "status" {
+			return fail(exitUnsupported, "migrate %s through a transaction pooler (%s=transaction): goose holds a session-level lock while it migrates, which the pooler would leave on a server session other clients get; migrate with a --dsn that reaches the server itself", verb, poolerParam)
+		}
 		p, err := migrations.NewProvider(db, t.dialect)
 		if err != nil {
 			return err

@@ -150,7 +150,7 @@ func runStock(ctx context.Context, t target, db *sql.DB, s strategy, units, work
 	start := time.Now()
 	var sold, retries int
 	if procs == 1 {
-		sold, retries, err = buyAll(ctx, db, t.dialect, s, item, workers, work)
+		sold, retries, err = buyAll(ctx, db, t, s, item, workers, work)
 	} else {
 		sold, retries, err = buyInChildren(ctx, t, s, item, workers, procs, work)
 	}
@@ -202,11 +202,12 @@ func showProgress(ctx context.Context, w io.Writer, st *stock, name string, unit
 // buyAll runs workers goroutines in this process until the item is sold
 // out. They share one Locker (or optimistic Table), as goroutines of one
 // service would.
-func buyAll(ctx context.Context, db *sql.DB, d sqllock.Dialect, s strategy, item string, workers int, work time.Duration) (sold, retries int, err error) {
+func buyAll(ctx context.Context, db *sql.DB, t target, s strategy, item string, workers int, work time.Duration) (sold, retries int, err error) {
+	d := t.dialect
 	var l sqllock.Locker
 	if s.newLocker != nil {
 		var closeLocker func()
-		if l, closeLocker, err = s.newLocker(db, d); err != nil {
+		if l, closeLocker, err = s.newLocker(db, d, t.pooler); err != nil {
 			return 0, 0, err
 		}
 		defer closeLocker()
@@ -216,6 +217,7 @@ func buyAll(ctx context.Context, db *sql.DB, d sqllock.Dialect, s strategy, item
 		return 0, 0, err
 	}
 	defer st.close()
+	st.pooler = t.pooler
 	var nSold, nRetries atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
@@ -325,7 +327,7 @@ func cmdWorker(ctx context.Context, args []string, e env) error {
 			if err != nil {
 				return err
 			}
-			sold, retries, err := buyAll(ctx, db, t.dialect, run[0], *item, *workers, *work)
+			sold, retries, err := buyAll(ctx, db, t, run[0], *item, *workers, *work)
 			if err != nil {
 				return err
 			}

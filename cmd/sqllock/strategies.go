@@ -26,7 +26,9 @@ type strategy struct {
 	why      string            // why the others cannot
 	// newLocker returns a Locker over db and its closer; nil for the
 	// strategies that sell without one (optimistic, none).
-	newLocker func(db *sql.DB, d sqllock.Dialect) (sqllock.Locker, func(), error)
+	// With pooler, made for a transaction-pooling proxy (nil error only
+	// when the Locker serves one).
+	newLocker func(db *sql.DB, d sqllock.Dialect, pooler bool) (sqllock.Locker, func(), error)
 	// buy sells one unit of s, through l when the strategy has a Locker;
 	// sold is false once s is empty, retries counts attempts that had to
 	// be repeated. nil: not built into this binary.
@@ -43,8 +45,12 @@ type strategy struct {
 
 var allDialects = []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL, sqllock.SQLite, sqllock.MySQLCommon}
 
-func newTablelock(db *sql.DB, d sqllock.Dialect) (sqllock.Locker, func(), error) {
-	l, err := tablelock.New(db, d)
+func newTablelock(db *sql.DB, d sqllock.Dialect, pooler bool) (sqllock.Locker, func(), error) {
+	var opts []tablelock.Option
+	if pooler {
+		opts = append(opts, tablelock.WithTransactionPooler())
+	}
+	l, err := tablelock.New(db, d, opts...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -52,7 +58,7 @@ func newTablelock(db *sql.DB, d sqllock.Dialect) (sqllock.Locker, func(), error)
 }
 
 // newFairTablelock is newTablelock in fair order (the bench's hot key).
-func newFairTablelock(db *sql.DB, d sqllock.Dialect) (sqllock.Locker, func(), error) {
+func newFairTablelock(db *sql.DB, d sqllock.Dialect, _ bool) (sqllock.Locker, func(), error) {
 	l, err := tablelock.New(db, d, tablelock.WithFairness(true))
 	if err != nil {
 		return nil, nil, err
@@ -60,16 +66,26 @@ func newFairTablelock(db *sql.DB, d sqllock.Dialect) (sqllock.Locker, func(), er
 	return l, func() { l.Close() }, nil
 }
 
-func newRowlock(db *sql.DB, d sqllock.Dialect) (sqllock.Locker, func(), error) {
-	l, err := rowlock.New(db, d)
+func newRowlock(db *sql.DB, d sqllock.Dialect, pooler bool) (sqllock.Locker, func(), error) {
+	var opts []rowlock.Option
+	if pooler {
+		opts = append(opts, rowlock.WithTransactionPooler())
+	}
+	l, err := rowlock.New(db, d, opts...)
 	if err != nil {
 		return nil, nil, err
 	}
 	return l, func() { l.Close() }, nil
 }
 
-func newAdvisory(db *sql.DB, d sqllock.Dialect) (sqllock.Locker, func(), error) {
-	l, err := advisory.New(db, d)
+// newAdvisory's Locker, made for a pooler, locks only in a transaction:
+// advisoryBuy takes it through DoTx.
+func newAdvisory(db *sql.DB, d sqllock.Dialect, pooler bool) (sqllock.Locker, func(), error) {
+	var opts []advisory.Option
+	if pooler {
+		opts = append(opts, advisory.WithTransactionPooler())
+	}
+	l, err := advisory.New(db, d, opts...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -117,7 +133,7 @@ var strategies = []strategy{
 		name: "advisory", dialects: []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL, sqllock.MySQLCommon},
 		why:       "SQLite has no advisory locks; use tablelock",
 		newLocker: newAdvisory,
-		buy:       lockedBuy,
+		buy:       advisoryBuy,
 		bench:     benchAdvisory,
 	},
 	{
@@ -199,6 +215,9 @@ type stock struct {
 	// cas is the same table for optimistic's compare-and-swap on the
 	// version column.
 	cas *optimistic.Table
+	// pooler: the database is behind a transaction pooler, where an
+	// advisory lock is taken in a transaction only.
+	pooler bool
 }
 
 // stockRow is a row of the demo table as optimistic reads and writes it.
@@ -343,6 +362,23 @@ func lockedBuy(ctx context.Context, l sqllock.Locker, s *stock) (sold bool, retr
 			return fmt.Errorf("sold, then releasing the lock failed: %v", err)
 		}
 		return err
+	})
+	return sold, retries, err
+}
+
+// advisoryBuy is lockedBuy, but through a transaction pooler the lock is
+// taken in the transaction that sells (DoTx): a session lock would stay
+// on a server session the proxy hands to other clients.
+func advisoryBuy(ctx context.Context, l sqllock.Locker, s *stock) (sold bool, retries int, err error) {
+	if !s.pooler {
+		return lockedBuy(ctx, l, s)
+	}
+	retries, err = retryTransient(func() error {
+		return l.(*advisory.Locker).DoTx(ctx, s.key(), func(ctx context.Context, tx *sql.Tx, _ int64) error {
+			var err error
+			sold, err = s.sell(ctx, tx)
+			return err
+		})
 	})
 	return sold, retries, err
 }

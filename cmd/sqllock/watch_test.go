@@ -47,7 +47,7 @@ func TestWatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer l.Close()
-		src, err := openSource(ctx, db.DB, db.Dialect, tablelock.DefaultTable)
+		src, err := openSource(ctx, db.DB, db.Dialect, tablelock.DefaultTable, false)
 		if err != nil {
 			t.Fatal(err)
 		}
