@@ -131,6 +131,10 @@ func DeclareSingleWriter(db *sql.DB) { singleWriters.Store(db, struct{}{}) }
 // The strategies call it before their first statement on a MySQL-family
 // server; it reads the server once per handle (DetectServer).
 //
+// On MariaDB outside Galera the MySQL dialect first draws one token
+// through sqllock_next_token() per handle, before the handle's first
+// token: see catchUp.
+//
 // A Galera node of a multi-writer cluster is refused unless
 // DeclareSingleWriter was called for db: GET_LOCK and FOR UPDATE are each
 // node's own, so two nodes grant one key to two holders, and AUTO_INCREMENT
@@ -151,8 +155,13 @@ func CheckServer(ctx context.Context, db *sql.DB, d Dialect) error {
 	if s.Galera && d == MySQL {
 		return fmt.Errorf("%w: a Galera node has no sequences, which the MySQL dialect needs: use sqllock.MySQLCommon (sqllock.ServerDialect picks it)", ErrUnsupported)
 	}
-	if d == MySQLCommon {
+	switch {
+	case d == MySQLCommon:
 		if err := checkTickets(ctx, db); err != nil {
+			return err
+		}
+	case s.MariaDB:
+		if err := catchUp(ctx, db); err != nil {
 			return err
 		}
 	}
@@ -189,5 +198,42 @@ WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME = 'sqllock_next_token'`).Scan
 			"run migrations.Up (or `sqllock migrate up`) to apply migration 00010, or GRANT EXECUTE ON FUNCTION sqllock_next_token to the user")
 	}
 	ticketsFound.Store(db, struct{}{})
+	return nil
+}
+
+var (
+	caughtUp   sync.Map // *sql.DB -> struct{}: catchUp succeeded
+	catchingUp sync.Map // *sql.DB -> *sync.Mutex: one catch-up at a time
+)
+
+// catchUp draws one token through sqllock_next_token() before the MariaDB
+// path's first token on db. Its statements draw NEXTVAL alone, and tickets
+// can be ahead of the sequence: drawn on a Galera node the server has
+// since left, or by 00010's function (a replica of an older release
+// during the upgrade to 00015). Since 00015 the function draws NEXTVAL
+// past a new ticket, so afterwards the sequence is above every ticket
+// handed out before. Once per handle (one statement for its life), and
+// only a success is kept. A user without EXECUTE on the function gets an
+// error, not a lock whose token might go back.
+func catchUp(ctx context.Context, db *sql.DB) error {
+	if _, ok := caughtUp.Load(db); ok {
+		return nil
+	}
+	mu, _ := catchingUp.LoadOrStore(db, new(sync.Mutex))
+	mu.(*sync.Mutex).Lock()
+	defer mu.(*sync.Mutex).Unlock()
+	if _, ok := caughtUp.Load(db); ok {
+		return nil
+	}
+	var tok int64
+	if err := db.QueryRowContext(ctx, "SELECT sqllock_next_token()").Scan(&tok); err != nil {
+		if cerr := ctxend.Err(ctx); cerr != nil {
+			return errors.Join(ErrNotAcquired, cerr)
+		}
+		return fmt.Errorf("sqllock: raising the sequence above the MySQL path's tokens with sqllock_next_token(): %w; "+
+			"run migrations.Up (or `sqllock migrate up`) if the function is missing, and GRANT EXECUTE ON FUNCTION sqllock_next_token to the user: "+
+			"the MariaDB path needs it too, or its tokens could go back after a move from the MySQL path or Galera", err)
+	}
+	caughtUp.Store(db, struct{}{})
 	return nil
 }

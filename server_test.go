@@ -3,10 +3,13 @@ package sqllock_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/locktest"
@@ -106,5 +109,80 @@ func TestCommonPathNeedsMigrations(t *testing.T) {
 	var n int
 	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()").Scan(&n); err != nil || n != 0 {
 		t.Errorf("%d tables after the refused acquire (%v); want none", n, err)
+	}
+}
+
+// The MariaDB path raises the sequence through sqllock_next_token() before
+// a handle's first token (the tickets may be ahead of it): a user without
+// EXECUTE on the function is refused with an error naming the key and the
+// grant, and writes nothing, rather than locking with a token that could
+// go back. With the grant, the same handle locks: a failure is not kept.
+func TestMariaDBPathNeedsTokenFunction(t *testing.T) {
+	ctx := context.Background()
+	db := testdb.Scratch(t, sqllock.MySQL)
+	if srv, err := sqllock.DetectServer(ctx, db.DB); err != nil || !srv.MariaDB || srv.Galera {
+		t.Skipf("needs MariaDB outside Galera: %+v, %v", srv, err)
+	}
+	if err := migrations.Up(ctx, db.DB, sqllock.MySQL); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := mysql.ParseDSN(db.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := fmt.Sprintf("sqllock_noexec_%d", os.Getpid())
+	if _, err := db.ExecContext(ctx, "CREATE USER '"+user+"'@'%'"); err != nil {
+		t.Skipf("cannot create a user to lack the grant: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := db.ExecContext(context.Background(), "DROP USER '"+user+"'@'%'"); err != nil {
+			t.Errorf("drop user %s: %v", user, err)
+		}
+	})
+	for _, q := range []string{
+		"GRANT SELECT, INSERT ON " + cfg.DBName + ".sqllock_fence_seq TO '" + user + "'@'%'",
+		"GRANT SELECT, INSERT, UPDATE, DELETE ON " + cfg.DBName + ".sqllock_locks TO '" + user + "'@'%'",
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg.User, cfg.Passwd = user, ""
+	app, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	l, err := tablelock.New(app, sqllock.MySQL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	key := locktest.Key(t)
+	lease, err := l.TryAcquire(ctx, key)
+	if err == nil {
+		_ = lease.Release(ctx)
+		t.Fatalf("TryAcquire without EXECUTE on sqllock_next_token took token %d; want a refusal", lease.Token())
+	}
+	for _, want := range []string{fmt.Sprintf("%q", key), "Error 1370", "GRANT EXECUTE ON FUNCTION sqllock_next_token"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("TryAcquire without EXECUTE = %v; want it to say %s", err, want)
+		}
+	}
+	t.Logf("without EXECUTE: %v", err)
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM sqllock_locks").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d lock rows after the refusal (%v); want none", n, err)
+	}
+
+	if _, err := db.ExecContext(ctx, "GRANT EXECUTE ON FUNCTION "+cfg.DBName+".sqllock_next_token TO '"+user+"'@'%'"); err != nil {
+		t.Fatal(err)
+	}
+	lease, err = l.TryAcquire(ctx, key)
+	if err != nil {
+		t.Fatalf("TryAcquire with the grant: %v", err)
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -203,3 +203,125 @@ func TestTokensGrowAfterDown(t *testing.T) {
 		t.Fatalf("50 rounds on the MariaDB path ended at token %d; after migrating down the MySQL path's first got %d", before, after)
 	}
 }
+
+// galeraDraws draws n tokens on one session as the MySQL path does on a
+// Galera node (tickets, the sequence left alone; the session's cached
+// answer stands in for wsrep_on) and returns the last.
+func galeraDraws(t *testing.T, db *sql.DB, n int) int64 {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "SET @sqllock_wsrep_on = TRUE"); err != nil {
+		t.Fatal(err)
+	}
+	// The session goes back to the pool knowing it is not a Galera node.
+	defer conn.ExecContext(ctx, "SET @sqllock_wsrep_on = NULL")
+	var last int64
+	for i := range n {
+		var tok int64
+		if err := conn.QueryRowContext(ctx, "SELECT sqllock_next_token()").Scan(&tok); err != nil {
+			t.Fatal(err)
+		}
+		if tok <= last {
+			t.Fatalf("draw %d on the Galera node: token %d after %d", i, tok, last)
+		}
+		last = tok
+	}
+	return last
+}
+
+// oldFunctionDraws draws n tokens as 00010's function does (a ticket
+// alone): a replica of an older release on the MySQL path whose statement
+// ran while 00015 was being applied, after the sequence was raised and
+// before the function was replaced.
+func oldFunctionDraws(t *testing.T, db *sql.DB, n int) int64 {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var last int64
+	for range n {
+		if _, err := conn.ExecContext(ctx, "INSERT INTO sqllock_tickets () VALUES ()"); err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.QueryRowContext(ctx, "SELECT LAST_INSERT_ID()").Scan(&last); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.ExecContext(ctx, "DELETE FROM sqllock_tickets WHERE id = ?", last); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return last
+}
+
+// A server that leaves Galera, or an upgrade during which a replica of an
+// older release drew tickets alone: the tickets are ahead of the sequence,
+// and only a draw through sqllock_next_token() raises it. A handle on the
+// MariaDB path, whose statements draw NEXTVAL alone, still starts above
+// every ticket handed out before its first token. after-galera: 50 rounds
+// on the MariaDB path, then 50 draws on a Galera node. after-old-release:
+// 50 rounds on the MySQL path before 00015, then 50 draws of 00010's
+// function once 00015 raised the sequence. Then a fresh handle on the
+// MariaDB path. Every strategy, each on a database of its own.
+func TestTokensGrowBackOnMariaDBPath(t *testing.T) {
+	ways := []struct {
+		name string
+		run  func(t *testing.T, db *sql.DB, open func(*sql.DB, sqllock.Dialect) (closingLocker, error), key string) int64
+	}{
+		{"after-galera", func(t *testing.T, db *sql.DB, open func(*sql.DB, sqllock.Dialect) (closingLocker, error), key string) int64 {
+			if err := migrations.Up(context.Background(), db, sqllock.MySQL); err != nil {
+				t.Fatal(err)
+			}
+			before := rounds(t, db, sqllock.MySQL, open, key, 50)
+			drawn := galeraDraws(t, db, 50)
+			if drawn <= before {
+				t.Fatalf("the Galera draws ended at %d, not above the MariaDB path's %d: the test shows nothing", drawn, before)
+			}
+			return drawn
+		}},
+		{"after-old-release", func(t *testing.T, db *sql.DB, open func(*sql.DB, sqllock.Dialect) (closingLocker, error), key string) int64 {
+			ctx := context.Background()
+			p, err := migrations.NewProvider(db, sqllock.MySQL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.UpTo(ctx, 12); err != nil {
+				t.Fatal(err)
+			}
+			before := rounds(t, db, sqllock.MySQLCommon, open, key, 50)
+			if err := migrations.Up(ctx, db, sqllock.MySQL); err != nil {
+				t.Fatal(err)
+			}
+			drawn := oldFunctionDraws(t, db, 50)
+			if drawn <= before {
+				t.Fatalf("the old function's draws ended at %d, not above the MySQL path's %d", drawn, before)
+			}
+			return drawn
+		}},
+	}
+	for _, s := range tokenStrategies {
+		for _, w := range ways {
+			t.Run(s.name+"/"+w.name, func(t *testing.T) {
+				db := testdb.Scratch(t, sqllock.MySQL)
+				plainMariaDB(t, db)
+				key := locktest.Key(t)
+				drawn := w.run(t, db.DB, s.open, key)
+				fresh, err := sql.Open(db.Driver, db.DSN)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer fresh.Close()
+				if after := rounds(t, fresh, sqllock.MySQL, s.open, key, 1); after <= drawn {
+					t.Fatalf("tokens drawn %s ended at %d; a fresh handle's first on the MariaDB path got %d", w.name, drawn, after)
+				}
+			})
+		}
+	}
+}
