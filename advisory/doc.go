@@ -32,11 +32,12 @@
 // # Waiting
 //
 // A blocked [Locker.Acquire] waits in the server: on a wait session of its
-// own it asks for the lock (pg_advisory_lock, GET_LOCK with a timeout it
-// renews), and the server grants it the moment the holder lets go, in the
-// order the waits were queued, the fencing token drawn in the same
-// statement. The handoff to a waiter in another process is one round trip,
-// as for raw pg_advisory_lock, and a waiting Acquire sends no statement.
+// own it asks for the lock (pg_advisory_lock, GET_LOCK with a one-second
+// timeout it renews), and the server grants it the moment the holder lets
+// go, in the order the waits were queued, the fencing token drawn in the
+// same statement. The handoff to a waiter in another process is one round
+// trip, as for raw pg_advisory_lock, and a waiting Acquire sends no
+// statement (on MySQL and MariaDB, one a second).
 // The lease then lives on the wait session until its release: a session
 // lock cannot move to the key's shared session. A key refused within the
 // last second goes to a wait session at once, skipping the try.
@@ -51,8 +52,21 @@
 // once. A wait that ends (its context, [Locker.Close]) is interrupted on the
 // server from another connection (pg_cancel_backend, KILL QUERY) and its
 // session closed, so a grant that raced the interruption is freed and
-// nothing stays queued. [WithWaitSessions](0) keeps every wait out of the
-// server: 200 waiters then need no more connections than one.
+// nothing stays queued. Closing a wait session ends only that wait: it
+// serves one key at a time and is given back only once that key's lock is
+// freed, so it never holds another lease. The server ignores an interrupt
+// that reaches the session before the waiting statement does, so the
+// interrupt is sent again every 100ms until the statement has returned: a
+// cancelled Acquire returns within about that (300 cancels swept over
+// 0-5ms, TestCancelSweep). On MySQL and MariaDB each GET_LOCK waits at
+// most a second and is sent again after the context is checked, so even a
+// wait whose interrupts all miss (no connection free to send them from)
+// ends within a second of its cancel. pg_advisory_lock has no such bound
+// (a lock_timeout would send each waiter to the back of the server's
+// queue once a second): there, a wait
+// whose interrupts cannot be sent lasts until the holder lets go.
+// [WithWaitSessions](0) keeps every wait out of the server: 200 waiters
+// then need no more connections than one.
 //
 // # Loss
 //

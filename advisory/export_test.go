@@ -17,3 +17,10 @@ func SetBeforeWait(t interface{ Cleanup(func()) }, f func()) {
 	beforeWait = f
 	t.Cleanup(func() { beforeWait = nil })
 }
+
+// SetInterruptLost makes the interrupts of waits in the server go unsent,
+// as interrupts that missed their statement, until the test ends.
+func SetInterruptLost(t interface{ Cleanup(func()) }) {
+	interruptLost = func() bool { return true }
+	t.Cleanup(func() { interruptLost = nil })
+}

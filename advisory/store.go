@@ -46,10 +46,13 @@ type store interface {
 	prepare() bool
 }
 
-// blockFor bounds one waiting statement where the server needs a bound
-// (GET_LOCK's timeout); the waiter then asks again. PostgreSQL's waits
-// have none.
-const blockFor = 30 * time.Second
+// blockFor bounds one waiting statement where the server takes a bound
+// (GET_LOCK's timeout, whole seconds); the waiter then looks at its
+// context and asks again. So a wait whose interrupts all missed (no
+// connection to send them from) ends within blockFor of its cancel, and
+// a waiting Acquire sends one statement a second. PostgreSQL's waits have
+// no bound (see the package doc).
+const blockFor = time.Second
 
 // feature is a form of lock not every dialect has.
 type feature uint8

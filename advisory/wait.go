@@ -3,6 +3,7 @@ package advisory
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -153,6 +154,12 @@ func (s *session) block(ctx context.Context, stmt func(ctx context.Context) (int
 	if s.l.isClosed() {
 		return errClosed
 	}
+	if s.held != 0 {
+		// A wait session serves one entry at a time and is given back
+		// only once that entry's lock is freed. An ended wait discards
+		// its session, which would end whatever else it held.
+		return fmt.Errorf("advisory: a wait session holds %d locks", s.held)
+	}
 	if s.doomedCause() != "" {
 		s.discard() // holds no lease's lock: nothing to report
 	}
@@ -263,10 +270,18 @@ func (g *waitGuard) stop() bool {
 	return false
 }
 
+// interruptLost, set by tests only, reports whether to drop an
+// interrupt, as one that missed its statement.
+var interruptLost func() bool
+
 // interrupt ends the waiting statement from another session. Failing
 // that, the statement ends when its lock is granted (discarded then, which
-// frees it), its GET_LOCK timeout passes, or its connection fails. sem held.
+// frees it), its GET_LOCK timeout passes (blockFor), or its connection
+// fails. sem held.
 func (s *session) interrupt() {
+	if interruptLost != nil && interruptLost() {
+		return
+	}
 	for range 3 {
 		ctx, done := context.WithTimeout(context.Background(), lease.ReleaseTimeout)
 		_, err := s.l.db.ExecContext(ctx, s.l.st.interrupt(s.backend.Load()))
