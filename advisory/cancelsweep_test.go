@@ -206,6 +206,9 @@ func TestWaitCancelKeepsOtherLease(t *testing.T) {
 		for i := range 50 {
 			offset := time.Duration(i%11) * 500 * time.Microsecond
 			cancelled(t, ctx, waiter, second, func(cancel func()) {
+				if i%10 == 9 {
+					offset = 50 * time.Millisecond // well into the wait
+				}
 				time.Sleep(offset)
 				cancel()
 			})
