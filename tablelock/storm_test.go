@@ -562,6 +562,7 @@ func runStorm(t *testing.T, m stormMode) {
 		m.name, length, r.p(50), r.p(99), r.max(), len(r.gaps), r.holds, r.checked, r.overtaken, r.acquires, r.acquires-r.holds, r.closes, len(log.forced), slices.Sorted(maps.Values(r.procs)))
 	t.Logf("%s: connections per waiting Acquire: %.2f in use, %.2f open (%d samples, at most %d waiting)%s",
 		m.name, r.inUse, r.open, r.samples, r.maxWait, serverLine(log))
+	t.Logf("%s: the longest gap: %s; the kill at %v", m.name, r.longest, time.Duration(killT-begin))
 	for _, e := range r.errs {
 		t.Logf("unexpected: %s", e)
 	}
@@ -604,22 +605,32 @@ func forcer(ctx context.Context, op *tablelock.Locker, key string, log *stormLog
 			return
 		case <-time.After(time.Duration(700+rand.IntN(600)) * time.Millisecond):
 		}
-		infos, err := op.List(ctx)
-		if err != nil {
-			continue
-		}
-		for _, in := range infos {
-			if in.Key != key || in.Holds == 0 {
-				continue
-			}
-			at := mono()
-			if freed, err := op.ForceRelease(ctx, key, in.Token, tablelock.Reason("storm")); err == nil && freed {
-				log.mu.Lock()
-				log.forced[in.Token] = at
-				log.mu.Unlock()
-			}
+		// Holds are short: look until one is seen.
+		for try := 0; try < 100 && ctx.Err() == nil && !force(ctx, op, key, log); try++ {
+			time.Sleep(5 * time.Millisecond)
 		}
 	}
+}
+
+// force force releases the key's holder, if it has one.
+func force(ctx context.Context, op *tablelock.Locker, key string, log *stormLog) bool {
+	infos, err := op.List(ctx)
+	if err != nil {
+		return false
+	}
+	for _, in := range infos {
+		if in.Key != key || in.Holds == 0 {
+			continue
+		}
+		at := mono()
+		if freed, err := op.ForceRelease(ctx, key, in.Token, tablelock.Reason("storm")); err == nil && freed {
+			log.mu.Lock()
+			log.forced[in.Token] = at
+			log.mu.Unlock()
+			return true
+		}
+	}
+	return false
 }
 
 // noteExpiry records when the row of a holder killed at killT expires,
@@ -700,6 +711,8 @@ type stormResult struct {
 	samples                  int
 	procs                    map[int]int // pid: holds
 	overtaken                int         // holders forced, closed or killed, found overtaken
+	longestGap               time.Duration
+	longest                  string // where the longest gap was
 	maxWait                  int64
 }
 
@@ -780,6 +793,7 @@ func analyzeStorm(log *stormLog, begin, end int64) stormResult {
 	type edge struct {
 		t      int64
 		dh, dw int
+		why    string // a hold's end: whose, and how
 	}
 	var edges []edge
 	byTok := map[int64]*stormHold{}
@@ -789,31 +803,32 @@ func analyzeStorm(log *stormLog, begin, end int64) stormResult {
 			r.violations = append(r.violations, fmt.Sprintf("token %d was handed out twice", h.tok))
 		}
 		byTok[h.tok] = h
-		e, open := h.end, h.end < 0
+		e, open, how := h.end, h.end < 0, "released"
 		if open {
-			e = end
+			e, how = end, "open at the end"
 			if kt, ok := log.killed[h.proc]; ok {
-				e = kt
+				e, how = kt, "killed"
 				if x, ok := log.expiry[h.tok]; ok {
-					e = x
+					e, how = x, "killed, its row expired"
 				}
 				excused[h.tok] = true
 			} else {
 				r.violations = append(r.violations, fmt.Sprintf("token %d (pid %d): no Release seen", h.tok, h.proc))
 			}
 		}
-		if f, ok := log.forced[h.tok]; ok {
-			e = min(e, f)
+		if f, ok := log.forced[h.tok]; ok && f < e {
+			e, how = f, "forced"
 			excused[h.tok] = true
 		}
 		if c, ok := closes[procID{h.proc, h.gen}]; ok && c <= e {
-			e = max(h.start, c)
+			e, how = max(h.start, c), "its Locker closed"
 			excused[h.tok] = true
 		}
 		if h.lost {
 			excused[h.tok] = true
 		}
-		edges = append(edges, edge{h.start, 1, 0}, edge{max(e, h.start), -1, 0})
+		why := fmt.Sprintf("token %d (pid %d) %s", h.tok, h.proc, how)
+		edges = append(edges, edge{h.start, 1, 0, ""}, edge{max(e, h.start), -1, 0, why})
 	}
 	for k, w := range waits {
 		e := w[1]
@@ -823,13 +838,25 @@ func analyzeStorm(log *stormLog, begin, end int64) stormResult {
 				e = kt
 			}
 		}
-		edges = append(edges, edge{w[0], 0, 1}, edge{max(e, w[0]), 0, -1})
+		edges = append(edges, edge{w[0], 0, 1, ""}, edge{max(e, w[0]), 0, -1, ""})
 	}
 	slices.SortFunc(edges, func(a, b edge) int { return cmp.Compare(a.t, b.t) })
 	var h, w int
-	var gap int64
+	var gap, at int64
+	last, from := "the start", ""
+	closeGap := func() {
+		if time.Duration(gap) > r.longestGap {
+			r.longestGap = time.Duration(gap)
+			r.longest = fmt.Sprintf("%v from %v into the storm, after %s", time.Duration(gap), time.Duration(at-begin), from)
+		}
+		r.gaps = append(r.gaps, time.Duration(gap))
+		gap = 0
+	}
 	for i, e := range edges {
 		h, w = h+e.dh, w+e.dw
+		if e.why != "" {
+			last = e.why
+		}
 		if i+1 == len(edges) {
 			break
 		}
@@ -838,14 +865,16 @@ func analyzeStorm(log *stormLog, begin, end int64) stormResult {
 			continue
 		}
 		if h == 0 && w > 0 {
+			if gap == 0 {
+				at, from = lo, last
+			}
 			gap += hi - lo
 		} else if gap > 0 {
-			r.gaps = append(r.gaps, time.Duration(gap))
-			gap = 0
+			closeGap()
 		}
 	}
 	if gap > 0 {
-		r.gaps = append(r.gaps, time.Duration(gap))
+		closeGap()
 	}
 	slices.Sort(r.gaps)
 
