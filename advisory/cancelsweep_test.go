@@ -203,11 +203,16 @@ func TestWaitCancelKeepsOtherLease(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Warm: a session of the pool at hand, so the waits below get past
+		// connecting before their cancels.
+		if _, err := waiter.TryAcquire(ctx, second); !errors.Is(err, sqllock.ErrNotAcquired) {
+			t.Fatalf("TryAcquire of a held key = %v, want ErrNotAcquired", err)
+		}
 		for i := range 50 {
 			offset := time.Duration(i%11) * 500 * time.Microsecond
 			cancelled(t, ctx, waiter, second, func(cancel func()) {
 				if i%10 == 9 {
-					offset = 50 * time.Millisecond // well into the wait
+					offset = 200 * time.Millisecond // well into the wait
 				}
 				time.Sleep(offset)
 				cancel()
