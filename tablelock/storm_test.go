@@ -130,6 +130,7 @@ type storm struct {
 	key, cs string
 	emit    func(stormEvent)
 	pid     int
+	victims chan stormVictim // the parent's: holders the forcer may take
 
 	ids     atomic.Int64
 	gens    atomic.Int64
@@ -317,6 +318,13 @@ func (s *storm) critical(db *sql.DB, tok int64) {
 		return
 	}
 	s.emit(stormEvent{Kind: "in", Tok: tok, T: mono()})
+	if v := (stormVictim{tok, make(chan struct{})}); s.victims != nil {
+		select {
+		case s.victims <- v:
+			<-v.done
+		default:
+		}
+	}
 	time.Sleep(time.Duration(rand.IntN(10)) * time.Millisecond)
 	if _, err := db.ExecContext(ctx, q.leave, tok); err != nil {
 		s.emit(stormEvent{Kind: "err", Msg: "leave: " + err.Error(), T: mono()})
@@ -512,15 +520,17 @@ func runStorm(t *testing.T, m stormMode) {
 	})
 
 	ctx, stop := context.WithCancel(context.Background())
+	victims := make(chan stormVictim)
 	begin := mono()
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		st := newStorm(t, db, m, key, cs, func(ev stormEvent) { ev.Proc = os.Getpid(); log.add(ev) })
+		st.victims = victims
 		if err := st.run(ctx); err != nil {
 			t.Error(err)
 		}
 	})
-	wg.Go(func() { forcer(ctx, op, key, log) })
+	wg.Go(func() { forcer(ctx, op, key, victims, log) })
 	if m.d == sqllock.Postgres {
 		wg.Go(func() { serverSessions(ctx, db.DB, stormApp(key), log) })
 	}
@@ -597,40 +607,36 @@ func readChild(log *stormLog, out io.Reader) {
 	}
 }
 
-// forcer force releases the key's holder about once a second.
-func forcer(ctx context.Context, op *tablelock.Locker, key string, log *stormLog) {
+// forcer force releases a holder about once a second: one of this
+// process, inside the critical section, which waits there until it is
+// done, so that the next holder finds it inside.
+func forcer(ctx context.Context, op *tablelock.Locker, key string, victims <-chan stormVictim, log *stormLog) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(time.Duration(700+rand.IntN(600)) * time.Millisecond):
 		}
-		// Holds are short: look until one is seen.
-		for try := 0; try < 100 && ctx.Err() == nil && !force(ctx, op, key, log); try++ {
-			time.Sleep(5 * time.Millisecond)
+		var v stormVictim
+		select {
+		case <-ctx.Done():
+			return
+		case v = <-victims:
 		}
+		at := mono()
+		if freed, err := op.ForceRelease(ctx, key, v.tok, tablelock.Reason("storm")); err == nil && freed {
+			log.mu.Lock()
+			log.forced[v.tok] = at
+			log.mu.Unlock()
+		}
+		close(v.done)
 	}
 }
 
-// force force releases the key's holder, if it has one.
-func force(ctx context.Context, op *tablelock.Locker, key string, log *stormLog) bool {
-	infos, err := op.List(ctx)
-	if err != nil {
-		return false
-	}
-	for _, in := range infos {
-		if in.Key != key || in.Holds == 0 {
-			continue
-		}
-		at := mono()
-		if freed, err := op.ForceRelease(ctx, key, in.Token, tablelock.Reason("storm")); err == nil && freed {
-			log.mu.Lock()
-			log.forced[in.Token] = at
-			log.mu.Unlock()
-			return true
-		}
-	}
-	return false
+// stormVictim is a holder offered to the forcer.
+type stormVictim struct {
+	tok  int64
+	done chan struct{}
 }
 
 // noteExpiry records when the row of a holder killed at killT expires,
