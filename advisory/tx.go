@@ -18,9 +18,13 @@ import (
 // mode), where session locks do not.
 //
 // The wait happens in the server on tx's own connection. When ctx ends the
-// driver cancels the statement (pgx sends a cancel request), which ends the
-// server-side wait; tx is then aborted and must be rolled back. The error
-// matches sqllock.ErrNotAcquired and ctx.Err(). The lock conflicts with
+// driver gives the statement up and AcquireTx returns at once; tx is then
+// aborted and must be rolled back. The error matches
+// sqllock.ErrNotAcquired and ctx.Err(). pgx v5 gives up by closing the
+// connection, which a server session waiting for a lock does not notice:
+// it stays queued for the key until the holder lets go, then takes the
+// lock and ends at once, freeing it (client_connection_check_interval
+// ends it sooner). The lock conflicts with
 // Acquire and TryAcquire of every Locker with the same namespace.
 //
 // MySQL named locks are not transactional: there it returns an error
