@@ -14,8 +14,10 @@ import (
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/ctxend"
 	"github.com/sqllock/sqllock/internal/identity"
+	"github.com/sqllock/sqllock/internal/lease"
 	"github.com/sqllock/sqllock/internal/lockhook"
 	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/telemetry"
 	"github.com/sqllock/sqllock/tablelock"
 )
 
@@ -39,6 +41,7 @@ var (
 // concurrent use; Close it when done.
 type Election struct {
 	l    *tablelock.Locker
+	tel  *telemetry.T // each Campaign once, a leadership as its lease
 	db   *sql.DB
 	q    queries
 	d    sqllock.Dialect
@@ -70,14 +73,16 @@ func termPayload(name string) string { return "sqllock.election.term/" + name }
 
 // New returns an Election over db for dialect d. opts are tablelock's
 // (the leadership lease's TTL, renewal and margin); the leases live in
-// tablelock's default table. It does not touch the database; run
-// migrations.Up first. New never closes db.
+// tablelock's default table. Its metrics and spans carry sqllock.strategy
+// "election", one acquisition per Campaign. It does not touch the
+// database; run migrations.Up first. New never closes db.
 func New(db *sql.DB, d sqllock.Dialect, opts ...tablelock.Option) (*Election, error) {
 	l, err := tablelock.New(db, d, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("election: %w", err)
 	}
-	e := &Election{l: l, db: db, d: d, poll: pollInterval, safetyPoll: safetyPollInterval, done: make(chan struct{})}
+	tel := telemetry.New("election", d.String(), lockhook.Telemetry(l))
+	e := &Election{l: l, tel: tel, db: db, d: d, poll: pollInterval, safetyPoll: safetyPollInterval, done: make(chan struct{})}
 	switch d {
 	case sqllock.Postgres:
 		e.q = queries{
@@ -201,7 +206,9 @@ func (e *Election) checkStrict(ctx context.Context) error {
 // not strict before it campaigns. A character the column's character set
 // lacks is refused by the server after the lease was won, and the lease
 // released.
-func (e *Election) Campaign(ctx context.Context, name, value string) (*Leadership, error) {
+func (e *Election) Campaign(ctx context.Context, name, value string) (ld *Leadership, err error) {
+	ctx, obs := e.tel.StartAcquire(ctx, key(name), true)
+	defer func() { lease.EndAcquire(ctx, obs, ld, 0, err) }()
 	if err := validate(name, value); err != nil {
 		return nil, fmt.Errorf("election: campaign %q: %w", name, err)
 	}
@@ -209,14 +216,15 @@ func (e *Election) Campaign(ctx context.Context, name, value string) (*Leadershi
 		return nil, fmt.Errorf("election: campaign %q: %w", name, err)
 	}
 	ctx = sqllock.WithOwner(ctx, identity.NewOwner()) // one leadership per call
-	lease, err := e.l.Acquire(ctx, key(name))
+	ctx = telemetry.Within(ctx, e.tel, key(name))
+	won, err := e.l.Acquire(ctx, key(name))
 	if err != nil {
 		return nil, fmt.Errorf("election: campaign %q: %w", name, err)
 	}
 	// The term row goes in after the lease is won: Leader joins it to the
 	// live lease, so a row of a term that never led (or led no more)
 	// names no leader.
-	args := []any{name, lease.Token(), value}
+	args := []any{name, won.Token(), value}
 	if e.d == sqllock.Postgres {
 		args = append(args, sqlutil.NotifyChannel(tablelock.DefaultTable), termPayload(name))
 	}
@@ -229,13 +237,13 @@ func (e *Election) Campaign(ctx context.Context, name, value string) (*Leadershi
 		}
 	}
 	if err != nil {
-		_ = lease.Release(ctx)
+		_ = won.Release(ctx)
 		if sqlutil.IsUnstorable(err) {
 			err = fmt.Errorf("%w: the database cannot store the value as given: %w", sqllock.ErrInvalidOption, err)
 		}
-		return nil, fmt.Errorf("election: campaign %q: publish term %d: %w", name, lease.Token(), err)
+		return nil, fmt.Errorf("election: campaign %q: publish term %d: %w", name, won.Token(), err)
 	}
-	return &Leadership{name: name, value: value, lease: lease.(*tablelock.Lease)}, nil
+	return &Leadership{name: name, value: value, lease: won.(*tablelock.Lease)}, nil
 }
 
 // Leader describes one leadership.

@@ -15,8 +15,10 @@ import (
 	"github.com/sqllock/sqllock/internal/backoff"
 	"github.com/sqllock/sqllock/internal/ctxend"
 	"github.com/sqllock/sqllock/internal/identity"
+	"github.com/sqllock/sqllock/internal/lease"
 	"github.com/sqllock/sqllock/internal/lockhook"
 	"github.com/sqllock/sqllock/internal/rowlease"
+	"github.com/sqllock/sqllock/internal/telemetry"
 	"github.com/sqllock/sqllock/semaphore"
 	"github.com/sqllock/sqllock/tablelock"
 )
@@ -43,6 +45,9 @@ type RWLock struct {
 	l       *tablelock.Locker
 	tbl     *rowlease.Table // l's: a writer asks it which reader rows are held
 	readers int
+	// tel records each call once, and a hold as one lease, under
+	// sqllock.strategy "rwlock"; the rows taken on the way record nothing.
+	tel *telemetry.T
 
 	mu    sync.Mutex
 	holds map[holdKey]*hold // reentrant holds, by key and owner
@@ -62,8 +67,9 @@ type hold struct {
 // readers of a key at once (more wait; a writer asks about that many rows
 // in one statement).
 // opts are tablelock's: TTL, renewal, backoff, and tablelock.WithTable for
-// another table made with tablelock.CreateTable. It does not touch the
-// database; run migrations.Up first. New never closes db.
+// another table made with tablelock.CreateTable. Its metrics and spans
+// carry sqllock.strategy "rwlock", one acquisition per call. It does not
+// touch the database; run migrations.Up first. New never closes db.
 func New(db *sql.DB, d sqllock.Dialect, readers int, opts ...tablelock.Option) (*RWLock, error) {
 	if readers < 1 || readers > MaxReaders {
 		return nil, fmt.Errorf("rwlock: %w: %d readers (want 1 to %d)", sqllock.ErrInvalidOption, readers, MaxReaders)
@@ -72,7 +78,8 @@ func New(db *sql.DB, d sqllock.Dialect, readers int, opts ...tablelock.Option) (
 	if err != nil {
 		return nil, fmt.Errorf("rwlock: %w", err)
 	}
-	return &RWLock{l: l, tbl: lockhook.Table(l), readers: readers, holds: map[holdKey]*hold{}}, nil
+	tel := telemetry.New("rwlock", d.String(), lockhook.Telemetry(l))
+	return &RWLock{l: l, tbl: lockhook.Table(l), readers: readers, tel: tel, holds: map[holdKey]*hold{}}, nil
 }
 
 // Close ends every hold still held (as lost, like tablelock's Close) and
@@ -128,11 +135,13 @@ func (rw *RWLock) TryLock(ctx context.Context, key string) (*Lease, error) {
 	return rw.acquire(ctx, key, true, false)
 }
 
-func (rw *RWLock) acquire(ctx context.Context, key string, write, wait bool) (*Lease, error) {
+func (rw *RWLock) acquire(ctx context.Context, key string, write, wait bool) (got *Lease, err error) {
 	op := "rlock"
 	if write {
 		op = "lock"
 	}
+	ctx, obs := rw.tel.StartAcquire(ctx, key, wait)
+	defer func() { lease.EndAcquire(ctx, obs, got, 0, err) }()
 	if err := rw.validate(key); err != nil {
 		return nil, fmt.Errorf("rwlock: %s %q: %w", op, key, err)
 	}
@@ -154,13 +163,17 @@ func (rw *RWLock) acquire(ctx context.Context, key string, write, wait bool) (*L
 		rw.mu.Unlock()
 	}
 	// The rows are taken under owners of their own: reentrancy is ours.
+	// A reader's row and a writer's gate record as the hold's lease (the
+	// gate from when it is taken: it keeps readers out from then on, even
+	// for a writer that then gives up); a reader's pass of the gate and a
+	// writer's waits on reader rows record nothing.
 	tctx := sqllock.WithOwner(ctx, identity.NewOwner())
+	held, passing := telemetry.Within(tctx, rw.tel, key), telemetry.Within(tctx, nil, key)
 	var h *hold
-	var err error
 	if write {
-		h, err = rw.write(tctx, key, wait)
+		h, err = rw.write(held, passing, key, wait)
 	} else {
-		h, err = rw.read(tctx, key, wait)
+		h, err = rw.read(held, passing, key, wait)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("rwlock: %s %q: %w", op, key, err)
@@ -192,9 +205,10 @@ func (rw *RWLock) take(ctx context.Context, key string, wait bool) (*tablelock.L
 // read passes the writers' gate (held by a writer from the start of its
 // wait: writer preference): it holds the gate while it takes a free
 // reader row, and gives it back. The reader's token is its row's, drawn
-// once the row is held.
-func (rw *RWLock) read(ctx context.Context, key string, wait bool) (*hold, error) {
-	gate, err := rw.take(ctx, gateKey(key), wait)
+// once the row is held. ctx records the row as the hold's lease; passing
+// is ctx for the gate, which records nothing.
+func (rw *RWLock) read(ctx, passing context.Context, key string, wait bool) (*hold, error) {
+	gate, err := rw.take(passing, gateKey(key), wait)
 	if err != nil {
 		return nil, err
 	}
@@ -236,8 +250,10 @@ func (rw *RWLock) read(ctx context.Context, key string, wait bool) (*hold, error
 // The token is the gate's. Every reader took its row while holding the
 // gate, so before this writer took the gate and drew its token from the
 // same counter: the writer's token is larger than every earlier reader's,
-// and than every earlier writer's (their gates).
-func (rw *RWLock) write(ctx context.Context, key string, wait bool) (*hold, error) {
+// and than every earlier writer's (their gates). ctx records the gate as
+// the hold's lease; passing is ctx for the waits on reader rows, which
+// record nothing.
+func (rw *RWLock) write(ctx, passing context.Context, key string, wait bool) (*hold, error) {
 	gate, err := rw.take(ctx, gateKey(key), wait)
 	if err != nil {
 		return nil, err
@@ -259,11 +275,11 @@ func (rw *RWLock) write(ctx context.Context, key string, wait bool) (*hold, erro
 		case !wait:
 			return fail(fmt.Errorf("%w: %d readers hold it", sqllock.ErrNotAcquired, len(live)))
 		}
-		slot, err := rw.take(ctx, live[0], true)
+		slot, err := rw.take(passing, live[0], true)
 		if err != nil {
 			return fail(err)
 		}
-		if err := slot.Release(ctx); err != nil {
+		if err := slot.Release(passing); err != nil {
 			return fail(err)
 		}
 	}

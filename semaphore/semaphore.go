@@ -15,7 +15,10 @@ import (
 	"github.com/sqllock/sqllock/internal/backoff"
 	"github.com/sqllock/sqllock/internal/ctxend"
 	"github.com/sqllock/sqllock/internal/identity"
+	"github.com/sqllock/sqllock/internal/lease"
+	"github.com/sqllock/sqllock/internal/lockhook"
 	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/telemetry"
 	"github.com/sqllock/sqllock/tablelock"
 )
 
@@ -35,6 +38,9 @@ var (
 type Semaphore struct {
 	l       *tablelock.Locker
 	dialect sqllock.Dialect
+	// tel records each call once, under sqllock.strategy "semaphore";
+	// the permit slots it tries record nothing of their own.
+	tel *telemetry.T
 
 	mu    sync.Mutex
 	wakes map[string][]chan struct{} // pollers of a key here, in arrival order
@@ -43,14 +49,17 @@ type Semaphore struct {
 // New returns a Semaphore over db for dialect d. opts are tablelock's: the
 // TTL, renewal, safety margin, notify and backoff of the permits, and
 // tablelock.WithTable to name another permit table (made with
-// tablelock.CreateTable). It does not touch the database; run
-// migrations.Up first. New never closes db.
+// tablelock.CreateTable). Its metrics and spans (tablelock.WithMeterProvider,
+// WithTracerProvider) carry sqllock.strategy "semaphore", one acquisition
+// per call. It does not touch the database; run migrations.Up first. New
+// never closes db.
 func New(db *sql.DB, d sqllock.Dialect, opts ...tablelock.Option) (*Semaphore, error) {
 	l, err := tablelock.New(db, d, append([]tablelock.Option{tablelock.WithTable(DefaultTable)}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("semaphore: %w", err)
 	}
-	return &Semaphore{l: l, dialect: d, wakes: map[string][]chan struct{}{}}, nil
+	tel := telemetry.New("semaphore", d.String(), lockhook.Telemetry(l))
+	return &Semaphore{l: l, dialect: d, tel: tel, wakes: map[string][]chan struct{}{}}, nil
 }
 
 // Close ends every permit still held (as lost, like tablelock's Close)
@@ -89,12 +98,14 @@ func validate(key string, permits int) error {
 	return nil
 }
 
-func (s *Semaphore) acquire(ctx context.Context, key string, permits int, wait bool) (*Permit, error) {
+func (s *Semaphore) acquire(ctx context.Context, key string, permits int, wait bool) (p *Permit, err error) {
+	ctx, obs := s.tel.StartAcquire(ctx, key, wait)
+	defer func() { lease.EndAcquire(ctx, obs, p, 0, err) }()
 	if err := validate(key, permits); err != nil {
 		return nil, fmt.Errorf("semaphore: acquire %q: %w", key, err)
 	}
 	// A permit per call: an owner of its own, never a reentrant hold.
-	ctx = sqllock.WithOwner(ctx, identity.NewOwner())
+	ctx = telemetry.Within(sqllock.WithOwner(ctx, identity.NewOwner()), s.tel, key)
 	// A first pass over the slots, from a random one so that callers
 	// spread over them instead of all trying slot 0 first.
 	first := rand.IntN(permits)

@@ -32,6 +32,10 @@ type hold struct {
 	// renewing starts renewLoop when the first renewal is due: a hold
 	// released sooner (most are) never starts a goroutine.
 	renewing *time.Timer
+	// tel records its renewals under telKey: l's, or a primitive's
+	// (telemetry.For); nil: none.
+	tel    *telemetry.T
+	telKey string
 
 	mu       sync.Mutex
 	deadline time.Time // the lease counts as lost from here on
@@ -205,6 +209,7 @@ func (l *Locker) newLease(ctx context.Context, key, owner string, a rowlease.Att
 		l: l, id: id, token: a.Token, deadline: deadline,
 		leases: map[*Lease]struct{}{s: {}},
 	}
+	h.tel, h.telKey = l.tel.For(ctx, key)
 	h.ctx, h.stop = context.WithCancel(context.Background())
 	if l.gate != nil {
 		h.gated = true
@@ -396,7 +401,7 @@ func (h *hold) renewLoop() {
 		case h.ctx.Err() != nil:
 			return // released or lost meanwhile
 		case err == nil && ok:
-			l.tel.Renewal(h.id.key, telemetry.RenewOK)
+			h.tel.Renewal(h.telKey, telemetry.RenewOK)
 			h.mu.Lock()
 			if d := start.Add(l.cfg.ttl - l.cfg.margin); d.After(h.deadline) {
 				h.deadline = d
@@ -404,16 +409,16 @@ func (h *hold) renewLoop() {
 			h.mu.Unlock()
 			next.Reset(l.cfg.renew)
 		case err == nil:
-			l.tel.Renewal(h.id.key, telemetry.RenewFailed)
+			h.tel.Renewal(h.telKey, telemetry.RenewFailed)
 			h.lose("the row is no longer ours (expired, taken or deleted)", true)
 			return
 		case sqlutil.IsRetryable(err) || errors.Is(err, context.DeadlineExceeded):
 			l.cfg.logger.Info("tablelock: renewal failed, retrying", telemetry.AttrKey, h.id.key, telemetry.AttrToken, h.token, telemetry.LogError, err.Error())
-			l.tel.Renewal(h.id.key, telemetry.RenewRetried)
+			h.tel.Renewal(h.telKey, telemetry.RenewRetried)
 			h.event("sqllock.renewal.retried", err)
 			next.Reset(retry)
 		default:
-			l.tel.Renewal(h.id.key, telemetry.RenewFailed)
+			h.tel.Renewal(h.telKey, telemetry.RenewFailed)
 			h.lose(fmt.Sprintf("renewal failed: %v", err), true)
 			return
 		}

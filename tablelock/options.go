@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/lockhook"
 	"github.com/sqllock/sqllock/internal/telemetry"
 )
 
@@ -50,6 +51,10 @@ type config struct {
 	logger      *slog.Logger
 	tel         telemetry.Options
 }
+
+// A primitive built on a Locker (semaphore, rwlock, election) makes its
+// instruments with the Locker's telemetry options.
+func init() { lockhook.Telemetry = func(l any) telemetry.Options { return l.(*Locker).cfg.tel } }
 
 func defaults() config {
 	return config{

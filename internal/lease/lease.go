@@ -39,7 +39,8 @@ type Base struct {
 	token    int64
 	st       leasestate.State
 
-	tel      *telemetry.T // nil until Observe
+	tel      *telemetry.T // nil until Observe, or for a lease For gave none
+	telKey   string       // the key its telemetry carries (For)
 	held     telemetry.Held
 	recorded atomic.Bool // the end went to telemetry
 }
@@ -52,12 +53,18 @@ func (b *Base) Init(strategy, key string, token int64) {
 // Observe starts the lease's telemetry (the active count, the lease span);
 // ctx is the acquisition's. Call it once, before the lease can be lost or
 // released, and Drop for a lease that is never handed out.
+// Under a primitive's call (telemetry.Within) it records on the
+// primitive's instruments, or not at all.
 func (b *Base) Observe(ctx context.Context, t *telemetry.T) {
 	if t == nil {
 		return
 	}
-	b.tel = t
-	b.held = t.StartLease(ctx, b.key, b.token)
+	t, key := t.For(ctx, b.key)
+	if t == nil {
+		return
+	}
+	b.tel, b.telKey = t, key
+	b.held = t.StartLease(ctx, key, b.token)
 }
 
 // Drop undoes Observe for a lease that is not handed out after all.
@@ -185,7 +192,7 @@ func (b *Base) ReleaseIn(ctx context.Context, op string, free func(ctx context.C
 		}
 		return err
 	}
-	ctx, sp := b.tel.StartRelease(ctx, b.key, b.token)
+	ctx, sp := b.tel.StartRelease(ctx, b.telKey, b.token)
 	err := free(ctx, lost)
 	b.st.End(b.Released(op))
 	if lost != nil {

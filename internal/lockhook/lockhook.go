@@ -3,7 +3,10 @@
 // and without exporting them to users.
 package lockhook
 
-import "github.com/sqllock/sqllock/internal/rowlease"
+import (
+	"github.com/sqllock/sqllock/internal/rowlease"
+	"github.com/sqllock/sqllock/internal/telemetry"
+)
 
 // Listener returns the listener of l, a *tablelock.Locker, or nil when it
 // has none (a dialect that announces nothing, WithNotify(false), a
@@ -13,3 +16,8 @@ var Listener func(l any) *rowlease.Listener
 // Table returns the lock table of l, a *tablelock.Locker. Package
 // tablelock sets it at init.
 var Table func(l any) *rowlease.Table
+
+// Telemetry returns the telemetry options of l, a *tablelock.Locker: a
+// primitive built on it records on instruments of its own, made with the
+// same providers. Package tablelock sets it at init.
+var Telemetry func(l any) telemetry.Options

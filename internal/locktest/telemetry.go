@@ -356,3 +356,93 @@ func Traces(t *testing.T, tg TelemetryTarget) {
 		t.Errorf("token %d", token)
 	}
 }
+
+// WaitCount waits until Count(name, want...) is n, for the metric tests of
+// the primitives; after 10s it marks the test failed and returns, so that
+// the test goes on to report its other counts.
+func (r *Reader) WaitCount(t testing.TB, n int64, name string, want ...attribute.KeyValue) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := Count(r.Collect(t), name, want...)
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%s %v = %d after 10s, want %d", name, want, got, n)
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// OnlyStrategy fails the test for every data point in rm whose
+// sqllock.strategy is not strategy: a primitive's instruments are its
+// own, never the inner Locker's.
+func OnlyStrategy(t testing.TB, rm metricdata.ResourceMetrics, strategy string) {
+	t.Helper()
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			var sets []attribute.Set
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					sets = append(sets, p.Attributes)
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					sets = append(sets, p.Attributes)
+				}
+			}
+			for _, s := range sets {
+				if v, _ := s.Value("sqllock.strategy"); v.AsString() != strategy {
+					t.Errorf("%s recorded under sqllock.strategy=%q (%v), want %q", m.Name, v.AsString(), s.Encoded(attribute.DefaultEncoder()), strategy)
+				}
+			}
+		}
+	}
+}
+
+// System is the db.system value of dialect d.
+func System(d sqllock.Dialect) string {
+	switch d {
+	case sqllock.MySQL, sqllock.MySQLCommon:
+		return "mysql"
+	case sqllock.SQLite:
+		return "sqlite"
+	}
+	return "postgresql"
+}
+
+// DeleteRow deletes key's row from table, as an operator or another
+// process taking it would; exactly one row must go.
+func DeleteRow(t testing.TB, db *testdb.DB, table, key string) {
+	t.Helper()
+	q := "DELETE FROM " + table + " WHERE lock_key = ?"
+	if db.Dialect == sqllock.Postgres {
+		q = "DELETE FROM " + table + " WHERE lock_key = $1"
+	}
+	res, err := db.ExecContext(context.Background(), q, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		t.Fatalf("deleted %d rows of %q from %s, want 1", n, key, table)
+	}
+}
+
+// Spans returns the spans rec ended, by name, each with its
+// sqllock.strategy: what the trace tests of the primitives check.
+func Spans(rec *tracetest.SpanRecorder) map[string][]string {
+	out := map[string][]string{}
+	for _, s := range rec.Ended() {
+		strategy := ""
+		for _, kv := range s.Attributes() {
+			if kv.Key == "sqllock.strategy" {
+				strategy = kv.Value.AsString()
+			}
+		}
+		out[s.Name()] = append(out[s.Name()], strategy)
+	}
+	return out
+}

@@ -34,7 +34,7 @@ const ScopeName = "github.com/sqllock/sqllock"
 
 // Attribute names, the same in metrics, spans and logs.
 const (
-	AttrStrategy = "sqllock.strategy" // tablelock, rowlock, optimistic, advisory, jobguard, reaper, fence
+	AttrStrategy = "sqllock.strategy" // tablelock, rowlock, optimistic, advisory, jobguard, reaper, fence, semaphore, rwlock, election
 	AttrSystem   = "db.system"        // postgresql, mysql, sqlite
 	AttrKey      = "sqllock.key"      // metrics only with Options.KeyAttribute
 	AttrOutcome  = "sqllock.outcome"  // acquire: acquired, not_acquired, canceled, error
@@ -302,6 +302,33 @@ func (t *T) Strategy() string { return t.strategy }
 // caller's context.
 type callerKey struct{}
 
+// withinKey marks a context made by Within; its value is a within.
+type withinKey struct{}
+
+type within struct {
+	t   *T
+	key string
+}
+
+// Within returns ctx for the acquisitions a primitive built on a Locker
+// (semaphore, rwlock, election) makes for one call of its own, which it
+// records itself, once: they record no acquisition and no waiter, and a
+// lease granted under ctx records on t under the caller's key, or nowhere
+// when t is nil (a row held only on the way to the call's hold).
+func Within(ctx context.Context, t *T, key string) context.Context {
+	return context.WithValue(ctx, withinKey{}, within{t, key})
+}
+
+// For returns the instruments and key a lease of key granted under ctx
+// records on: t and key, or the primitive's given to Within (a nil T:
+// none).
+func (t *T) For(ctx context.Context, key string) (*T, string) {
+	if w, ok := ctx.Value(withinKey{}).(within); ok {
+		return w.t, w.key
+	}
+	return t, key
+}
+
 // Acquisition is one Acquire or TryAcquire in progress: a value, so that
 // an acquisition with telemetry off allocates nothing.
 type Acquisition struct {
@@ -316,6 +343,9 @@ type Acquisition struct {
 // The returned context carries the acquire span, for the statements the
 // strategy runs.
 func (t *T) StartAcquire(ctx context.Context, key string, wait bool) (context.Context, Acquisition) {
+	if _, ok := ctx.Value(withinKey{}).(within); ok {
+		return ctx, Acquisition{} // a primitive's, which records the call
+	}
 	a := Acquisition{t: t, key: key, start: time.Now(), wait: wait}
 	parent := ctx
 	ctx, a.span = t.start(ctx, "sqllock.acquire")
@@ -350,6 +380,9 @@ func Outcome(ctx context.Context, err error, notAcquired func(error) bool) strin
 // acquired) and the tries made (0 when the strategy does not count them).
 func (a Acquisition) End(ctx context.Context, outcome string, token int64, attempts int, err error) {
 	t := a.t
+	if t == nil {
+		return
+	}
 	d := time.Since(a.start).Seconds()
 	t.acquireDur.Record(ctx, d, t.opt(t.byOutcome[outcome], a.key, attribute.String(AttrOutcome, outcome)).rec...)
 	if a.wait {
@@ -466,8 +499,12 @@ func EndSpan(sp trace.Span, err error) {
 	sp.End()
 }
 
-// Renewal counts one renewal of a lease on key with result.
+// Renewal counts one renewal of a lease on key with result; on a nil T
+// (a lease For gave none) it records nothing.
 func (t *T) Renewal(key, result string) {
+	if t == nil {
+		return
+	}
 	t.renewals.Add(context.Background(), 1, t.opt(t.byResult[result], key, attribute.String(AttrResult, result)).add...)
 }
 
