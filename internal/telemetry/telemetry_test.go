@@ -218,3 +218,44 @@ func TestOffPathAllocatesNothing(t *testing.T) {
 		t.Errorf("%v allocations per acquire/lease/release with telemetry off, want 0", allocs)
 	}
 }
+
+// Within: the inner Locker's acquisition records nothing, not even a
+// waiter, and For names the primitive's instruments and the caller's key,
+// or none.
+func TestWithin(t *testing.T) {
+	rd := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(rd))
+	defer func() { _ = mp.Shutdown(context.Background()) }()
+	inner := telemetry.New("tablelock", "postgres", telemetry.Options{MeterProvider: mp})
+	prim := telemetry.New("semaphore", "postgres", telemetry.Options{MeterProvider: mp})
+	ctx := telemetry.Within(context.Background(), prim, "api")
+	actx, a := inner.StartAcquire(ctx, "api#2", true)
+	a.End(actx, telemetry.Canceled, 0, 0, context.Canceled)
+	var rm metricdata.ResourceMetrics
+	if err := rd.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				if len(d.DataPoints) > 0 {
+					t.Errorf("%s recorded under Within: %v", m.Name, d.DataPoints)
+				}
+			case metricdata.Histogram[float64]:
+				if len(d.DataPoints) > 0 {
+					t.Errorf("%s recorded under Within: %v", m.Name, d.DataPoints)
+				}
+			}
+		}
+	}
+	if got, key := inner.For(ctx, "api#2"); got != prim || key != "api" {
+		t.Errorf("For under Within(prim, api) = %v, %q; want prim, api", got.Strategy(), key)
+	}
+	if got, key := inner.For(telemetry.Within(context.Background(), nil, "api"), "api#2"); got != nil || key != "api" {
+		t.Errorf("For under Within(nil) = %p, %q; want nil", got, key)
+	}
+	if got, key := inner.For(context.Background(), "k"); got != inner || key != "k" {
+		t.Errorf("For outside Within = %p, %q; want the Locker's own", got, key)
+	}
+}
