@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/sqllock/sqllock/internal/ctxend"
+	"github.com/sqllock/sqllock/internal/dberr"
 )
 
 // Server is what DetectServer read from a MySQL-family server.
@@ -229,6 +230,12 @@ func catchUp(ctx context.Context, db *sql.DB) error {
 	if err := db.QueryRowContext(ctx, "SELECT sqllock_next_token()").Scan(&tok); err != nil {
 		if cerr := ctxend.Err(ctx); cerr != nil {
 			return errors.Join(ErrNotAcquired, cerr)
+		}
+		// A database migrated below 00010 has no MySQL path, so no token
+		// of that path to rise above. Not kept: once migrated, the next
+		// take catches up.
+		if dberr.IsMissingRoutine(err) {
+			return nil
 		}
 		return fmt.Errorf("sqllock: raising the sequence above the MySQL path's tokens with sqllock_next_token(): %w; "+
 			"run migrations.Up (or `sqllock migrate up`) if the function is missing, and GRANT EXECUTE ON FUNCTION sqllock_next_token to the user: "+

@@ -10,6 +10,8 @@ import (
 	"reflect"
 	"strings"
 	"syscall"
+
+	"github.com/sqllock/sqllock/internal/dberr"
 )
 
 // The classifiers below read the drivers' errors without importing the
@@ -64,25 +66,7 @@ func fromPackage(err error, pkg string) bool {
 
 // walk calls fn on err and on every error it wraps, depth first, until fn
 // returns true; it reports whether one did.
-func walk(err error, fn func(error) bool) bool {
-	if err == nil {
-		return false
-	}
-	if fn(err) {
-		return true
-	}
-	switch u := err.(type) {
-	case interface{ Unwrap() error }:
-		return walk(u.Unwrap(), fn)
-	case interface{ Unwrap() []error }:
-		for _, e := range u.Unwrap() {
-			if walk(e, fn) {
-				return true
-			}
-		}
-	}
-	return false
-}
+func walk(err error, fn func(error) bool) bool { return dberr.Walk(err, fn) }
 
 // IsRetryable reports whether err is transient: retrying the same statement,
 // perhaps on another connection, may succeed. Serialization failures,
