@@ -84,12 +84,9 @@
 //     ForceRelease, Close, the reaper) NOTIFY it on the table's channel, and
 //     one connection per Locker LISTENs while any of its Acquires waits
 //     ([WithNotify]; it needs the pgx stdlib driver), but over a pool of
-//     one connection, where its waiters poll. Where no session listens
-//     yet (a fresh pool), a waiter's first try does not wait for one to
-//     open: a refused waiter opens it beside its next tries, and looks
-//     again once it listens. Unless woken, a waiter looks again when its
-//     holder's lease would expire, or after the bound (below) if that
-//     comes first. A release wakes someone only when a
+//     one connection, where its waiters poll. Unless woken, a waiter
+//     looks again when its holder's lease would expire, or after the
+//     bound (below) if that comes first. A release wakes someone only when a
 //     claim was refused since its holder took it: a waiting Locker's
 //     refused claim queues the Locker in the row (column waiters, once per
 //     Locker), before its waiter sleeps, and the release pops the first

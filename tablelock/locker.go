@@ -144,24 +144,12 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ sqllock.
 		return nil, notAcquired(key, err)
 	}
 	listening := false
-	var sub *subscription // a Subscribe beside the first tries
 	if wait && l.ln != nil && !roomToListen(l.db) {
 		if l.cfg.fair {
 			return nil, fmt.Errorf("tablelock: acquire %q: %w: WithFairness on a pool of one connection: no room for the session that listens for grants", key, sqllock.ErrUnsupported)
 		}
 		// The listening session would pin the pool's one connection, and
 		// the tries would wait for it: this waiter polls.
-	} else if wait && l.ln != nil && !l.ln.Listening() {
-		// No session listens yet: in a fresh pool, waiting for its dial
-		// before the first try dials the try's own would keep even a free
-		// key from its first taker for two dials. The first try goes
-		// alone, and a refused waiter subscribes beside its next tries:
-		// they queue as a listener's do, and once the session listens the
-		// waiter looks again (waitloop.Spec.Ready), as a call or grant
-		// sent before then went unheard.
-		sub = newSubscription(ctx, l.ln)
-		defer sub.end()
-		listening = true
 	} else if wait && l.ln != nil {
 		// Subscribe before the first try so a release between a refused
 		// try and the wait cannot be missed.
@@ -173,7 +161,7 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ sqllock.
 		} else if l.cfg.fair && errors.Is(err, rowlease.ErrCannotListen) {
 			// A waiter that hears no grant would sleep through its turn:
 			// no fair order.
-			return nil, fmt.Errorf("tablelock: acquire %q: %w", key, errFairNoListen)
+			return nil, fmt.Errorf("tablelock: acquire %q: %w: WithFairness needs LISTEN, which the driver behind the *sql.DB cannot do (use the pgx stdlib driver)", key, sqllock.ErrUnsupported)
 		}
 	}
 	// In fair order the waiter queues an entry of its own in the row, and
@@ -217,24 +205,12 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ sqllock.
 		Wait:      wait,
 		Reentry:   wait && l.holding(key, owner),
 		Listening: listening,
-		Ready:     sub.readyChan(),
 		Backoff:   backoff.Exp{Min: time.Millisecond, Max: l.cfg.maxBackoff},
 		Closed:    l.done,
 		Block:     l.blockFor(key, &last),
 		Wake:      g.Wake(),
 		Bound:     l.cfg.bound,
 		Try: func(ctx context.Context, t waitloop.Turn) (waitloop.Result, error) {
-			if t.Tries > 0 {
-				sub.start()
-			}
-			if err := sub.failed(ctx); err != nil {
-				if l.cfg.fair && errors.Is(err, rowlease.ErrCannotListen) {
-					return waitloop.Result{}, errFairNoListen
-				}
-				// No session listens: this waiter polls, and asks to be
-				// called no more.
-				listening = false
-			}
 			var heard int64
 			if g != nil {
 				heard = g.Take()
@@ -264,14 +240,6 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ sqllock.
 			return r, err
 		},
 	})
-	if err == nil && g != nil && sub != nil {
-		// Won before the session listened: fair order holds only where
-		// it can listen, so learn that before handing out the lease.
-		if errors.Is(l.ln.CanListen(ctx), rowlease.ErrCannotListen) {
-			_ = won.Release(context.WithoutCancel(ctx))
-			won, err = nil, errFairNoListen
-		}
-	}
 	switch {
 	case err == nil:
 		return won, nil
@@ -284,80 +252,6 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ sqllock.
 		return nil, notAcquired(key, ended)
 	}
 	return nil, fmt.Errorf("tablelock: acquire %q: %w", key, err)
-}
-
-// errFairNoListen: a fair Acquire over a driver that cannot LISTEN.
-var errFairNoListen = fmt.Errorf("%w: WithFairness needs LISTEN, which the driver behind the *sql.DB cannot do (use the pgx stdlib driver)", sqllock.ErrUnsupported)
-
-// subscription is a Listener.Subscribe run beside an Acquire's tries,
-// from the first refusal on. A nil one has nothing to wait for.
-type subscription struct {
-	ln      *rowlease.Listener
-	ctx     context.Context
-	cancel  context.CancelFunc
-	ready   chan struct{} // closed once subscribed
-	done    chan struct{} // closed once Subscribe returned
-	err     error         // Subscribe's, once done
-	started bool
-}
-
-// newSubscription returns a subscription to ln within ctx, not started;
-// end it.
-func newSubscription(ctx context.Context, ln *rowlease.Listener) *subscription {
-	ctx, cancel := context.WithCancel(ctx)
-	return &subscription{ln: ln, ctx: ctx, cancel: cancel, ready: make(chan struct{}), done: make(chan struct{})}
-}
-
-// start subscribes in the background, once. The tries call it, one at a
-// time.
-func (s *subscription) start() {
-	if s == nil || s.started {
-		return
-	}
-	s.started = true
-	go func() {
-		defer close(s.done)
-		if s.err = s.ln.Subscribe(s.ctx); s.err == nil {
-			close(s.ready)
-		}
-	}()
-}
-
-// readyChan is the channel closed once s is subscribed: nil for a nil s.
-func (s *subscription) readyChan() <-chan struct{} {
-	if s == nil {
-		return nil
-	}
-	return s.ready
-}
-
-// failed returns the error of a Subscribe that failed, other than ctx's
-// end; nil while it runs or before it starts.
-func (s *subscription) failed(ctx context.Context) error {
-	if s == nil || !s.started {
-		return nil
-	}
-	select {
-	case <-s.done:
-		if ctx.Err() != nil {
-			return nil
-		}
-		return s.err
-	default:
-		return nil
-	}
-}
-
-// end stops s and unsubscribes, if it had subscribed.
-func (s *subscription) end() {
-	s.cancel()
-	if !s.started {
-		return
-	}
-	<-s.done
-	if s.err == nil {
-		s.ln.Unsubscribe()
-	}
 }
 
 // try makes one take of c; a nil lease without error means refused. A take

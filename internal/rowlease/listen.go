@@ -51,9 +51,6 @@ type notifier interface {
 	// ErrCannotListen when the driver cannot.
 	listen(ctx context.Context, db *sql.DB, id string, onReady func(), heard func(notice) bool) error
 	listenChannel() string
-	// canListen returns ErrCannotListen when db's driver cannot listen,
-	// without a statement.
-	canListen(ctx context.Context, db *sql.DB) error
 }
 
 // Listener wakes the waiters of a queue when a key of the table is freed
@@ -253,35 +250,6 @@ func (ln *Listener) Subscribe(ctx context.Context) error {
 		ln.Unsubscribe()
 	}
 	return err
-}
-
-// Listening reports whether the session listens now, so that Subscribe
-// returns at once.
-func (ln *Listener) Listening() bool {
-	ln.mu.Lock()
-	defer ln.mu.Unlock()
-	if ln.cancel == nil {
-		return false
-	}
-	select {
-	case <-ln.ready:
-		return ln.err == nil
-	default:
-		return false
-	}
-}
-
-// CanListen returns ErrCannotListen when the driver behind the *sql.DB
-// cannot listen, as Subscribe would find. It sends no statement, and on a
-// pool with an idle connection opens none.
-func (ln *Listener) CanListen(ctx context.Context) error {
-	ln.mu.Lock()
-	broken := ln.broken
-	ln.mu.Unlock()
-	if broken {
-		return ErrCannotListen
-	}
-	return ln.n.canListen(ctx, ln.db)
 }
 
 // Unsubscribe ends a Subscribe that returned nil.

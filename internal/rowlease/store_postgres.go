@@ -558,11 +558,3 @@ func (s *postgresStore) listen(ctx context.Context, db *sql.DB, id string, onRea
 }
 
 func (s *postgresStore) listenChannel() string { return s.channel }
-
-func (s *postgresStore) canListen(ctx context.Context, db *sql.DB) error {
-	err := onPgx(ctx, db, func(*pgx.Conn) error { return nil })
-	if errors.Is(err, errNotPgx) {
-		return ErrCannotListen
-	}
-	return err
-}

@@ -75,13 +75,6 @@ type Spec struct {
 	// Listening: releases in other processes wake this one too, so a
 	// refused waiter need not poll for them.
 	Listening bool
-	// Ready, when set, closes once the waiter listens: until then
-	// Listening does not hold, and the tries run while the listening
-	// session starts (a fresh pool dials it beside the try's own). A
-	// release announced before it listened went unheard, so the waiter
-	// looks again as soon as Ready closes. One that never closes leaves
-	// the waiter polling.
-	Ready <-chan struct{}
 	// Backoff paces polling for releases this process cannot see.
 	Backoff backoff.Exp
 	// Closed, when closed, wakes the waiter for a last try: the Locker was
@@ -127,12 +120,10 @@ func Run(ctx context.Context, s Spec) error {
 	e := s.Backoff
 	passed := false  // the last Block got the gate
 	var holder int64 // the holder the last refusal named
-	ready := s.Ready // nil once a try was made listening
 	for tries := 0; ; {
 		wake, got := s.Queue.Rearm(wt)
 		woke = woke || got
 		skip = skip && !got // woken before its first turn: it is its turn
-		listening := listens(&s)
 		r := Result{Remaining: -1}
 		var err error
 		if skip {
@@ -140,9 +131,6 @@ func Run(ctx context.Context, s Spec) error {
 		} else {
 			r, err = s.Try(ctx, Turn{Tries: tries, Woken: got, Queued: wt != nil})
 			tries++
-			if listening {
-				ready = nil
-			}
 		}
 		switch {
 		case err == nil && r.Won:
@@ -182,10 +170,9 @@ func Run(ctx context.Context, s Spec) error {
 		}
 		passed = false
 		turned(&e, &holder, r)
-		t := time.NewTimer(bounded(&s, pause(listening, &e, r, head)))
+		t := time.NewTimer(bounded(&s, pause(&s, &e, r, head)))
 		select {
 		case <-wake:
-		case <-ready:
 		case <-s.Wake:
 		case <-t.C:
 		case <-s.Closed:
@@ -257,30 +244,15 @@ func bounded(s *Spec, d time.Duration) time.Duration {
 	return s.Bound - rand.N(s.Bound/10+1)
 }
 
-// listens reports whether releases elsewhere wake the waiter now
-// (Spec.Listening, once Spec.Ready has closed).
-func listens(s *Spec) bool {
-	if !s.Listening || s.Ready == nil {
-		return s.Listening
-	}
-	select {
-	case <-s.Ready:
-		return true
-	default:
-		return false
-	}
-}
-
 // pause is how long a refused waiter waits before its next try unless
-// woken. listening: its try was made listening; head: it heads the key's
-// queue in this process.
-func pause(listening bool, e *backoff.Exp, r Result, head bool) time.Duration {
-	if listening && r.Remaining >= 0 {
+// woken. head: it heads the key's queue in this process.
+func pause(s *Spec, e *backoff.Exp, r Result, head bool) time.Duration {
+	if s.Listening && r.Remaining >= 0 {
 		// Until the claim ends, in case its holder died without a word;
 		// jitter spreads the waiters that all wake at one expiry.
 		return r.Remaining + time.Millisecond + rand.N(2*time.Millisecond)
 	}
-	if listening {
+	if s.Listening {
 		return 5*time.Millisecond + rand.N(10*time.Millisecond)
 	}
 	if !head {

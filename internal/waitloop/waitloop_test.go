@@ -239,14 +239,14 @@ func TestClosedWakes(t *testing.T) {
 func TestPause(t *testing.T) {
 	e := backoff.Exp{Min: 4 * time.Millisecond, Max: 64 * time.Millisecond}
 	s := Spec{Listening: true}
-	if d := pause(s.Listening, &e, Result{Remaining: 30 * time.Millisecond}, true); d < 31*time.Millisecond || d > 33*time.Millisecond {
+	if d := pause(&s, &e, Result{Remaining: 30 * time.Millisecond}, true); d < 31*time.Millisecond || d > 33*time.Millisecond {
 		t.Fatalf("listening, holder's lease 30ms: pause %v, want just past it", d)
 	}
 	s.Listening = false
-	if d := pause(s.Listening, &e, Result{Remaining: -1}, true); d < 2*time.Millisecond || d > 4*time.Millisecond {
+	if d := pause(&s, &e, Result{Remaining: -1}, true); d < 2*time.Millisecond || d > 4*time.Millisecond {
 		t.Fatalf("head, first pause %v, want within the first step", d)
 	}
-	if d := pause(s.Listening, &e, Result{Remaining: -1}, false); d < 32*time.Millisecond || d > 64*time.Millisecond {
+	if d := pause(&s, &e, Result{Remaining: -1}, false); d < 32*time.Millisecond || d > 64*time.Millisecond {
 		t.Fatalf("behind the head: pause %v, want the cap", d)
 	}
 }
@@ -429,44 +429,5 @@ func TestBound(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("a waiter that heard nothing did not look again within the bound")
-	}
-}
-
-// TestReadyLooksAgain: a waiter whose listening session was not up yet
-// when its try was refused looks again as soon as it listens (a release
-// announced before went unheard), and from then on counts on wake-ups:
-// a refusal after that waits for the holder's claim, not a poll.
-func TestReadyLooksAgain(t *testing.T) {
-	q := waitq.New(waitq.Coalesce)
-	ready := make(chan struct{})
-	tries := make(chan Turn, 8)
-	s := Spec{Queue: q, Key: "k", Wait: true, Listening: true, Ready: ready, Backoff: slow,
-		Try: func(_ context.Context, turn Turn) (Result, error) {
-			tries <- turn
-			return Result{Remaining: time.Hour}, nil
-		}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, s) }()
-	<-tries
-	select {
-	case <-tries:
-		t.Fatal("tried again before the session listened, with nothing heard")
-	case <-time.After(100 * time.Millisecond):
-	}
-	close(ready)
-	select {
-	case <-tries:
-	case <-time.After(10 * time.Second):
-		t.Fatal("did not look again once listening")
-	}
-	select {
-	case <-tries:
-		t.Fatal("listening, a refused waiter polled instead of waiting for the holder's claim")
-	case <-time.After(100 * time.Millisecond):
-	}
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("Run = %v, want the context's end", err)
 	}
 }
