@@ -29,10 +29,6 @@ func TestMetrics(t *testing.T) {
 		e := newElection(t, db, tablelock.WithMeterProvider(r.MP), tablelock.WithTTL(2*time.Second))
 		name := fmt.Sprintf("metrics/%x", rand.Uint64())
 		base := []attribute.KeyValue{attribute.String("sqllock.strategy", "election"), attribute.String("db.system", locktest.System(db.Dialect))}
-		with := func(kv ...attribute.KeyValue) []attribute.KeyValue {
-			return append(append([]attribute.KeyValue(nil), base...), kv...)
-		}
-		outcome := func(o string) []attribute.KeyValue { return with(attribute.String("sqllock.outcome", o)) }
 		acquired, released := 0, 0
 		for i := range n {
 			ld, err := e.Campaign(ctx, name, fmt.Sprint("n", i))
@@ -104,24 +100,9 @@ func TestMetrics(t *testing.T) {
 		r.WaitCount(t, 1, "sqllock.lease.lost")
 		rm := r.Collect(t)
 		locktest.OnlyStrategy(t, rm, "election")
-		for _, c := range []struct {
-			name string
-			want int
-			attr []attribute.KeyValue
-		}{
-			{"sqllock.acquire.duration", acquired, outcome("acquired")},
-			{"sqllock.acquire.duration", 0, outcome("not_acquired")},
-			{"sqllock.acquire.duration", 1, outcome("canceled")},
-			{"sqllock.acquire.duration", 0, outcome("error")},
-			{"sqllock.lease.held.duration", released + 1, base},
-			{"sqllock.lease.active", 0, base},
-			{"sqllock.waiters", 0, nil},
-			{"sqllock.lease.lost", 1, with(attribute.String("sqllock.cause", "taken"))},
-		} {
-			if got := locktest.Count(rm, c.name, c.attr...); got != int64(c.want) {
-				t.Errorf("%s %v = %d, want %d", c.name, c.attr, got, c.want)
-			}
-		}
+		locktest.CheckTally(t, rm, "election", db.Dialect, locktest.Tally{
+			Acquired: acquired, NotAcquired: 0, Canceled: 1, Held: released + 1, Lost: 1,
+		})
 	})
 }
 

@@ -31,10 +31,6 @@ func TestMetrics(t *testing.T) {
 		rw := newRW(t, db, tablelock.WithMeterProvider(r.MP), tablelock.WithTTL(2*time.Second))
 		key := fmt.Sprintf("metrics/%x", rand.Uint64())
 		base := []attribute.KeyValue{attribute.String("sqllock.strategy", "rwlock"), attribute.String("db.system", locktest.System(db.Dialect))}
-		with := func(kv ...attribute.KeyValue) []attribute.KeyValue {
-			return append(append([]attribute.KeyValue(nil), base...), kv...)
-		}
-		outcome := func(o string) []attribute.KeyValue { return with(attribute.String("sqllock.outcome", o)) }
 		acquired, released := 0, 0
 		for range n {
 			for _, lock := range []func(context.Context, string) (*rwlock.Lease, error){rw.RLock, rw.Lock} {
@@ -126,24 +122,9 @@ func TestMetrics(t *testing.T) {
 		r.WaitCount(t, 1, "sqllock.lease.lost")
 		rm := r.Collect(t)
 		locktest.OnlyStrategy(t, rm, "rwlock")
-		for _, c := range []struct {
-			name string
-			want int
-			attr []attribute.KeyValue
-		}{
-			{"sqllock.acquire.duration", acquired, outcome("acquired")},
-			{"sqllock.acquire.duration", 2, outcome("not_acquired")},
-			{"sqllock.acquire.duration", 1, outcome("canceled")},
-			{"sqllock.acquire.duration", 0, outcome("error")},
-			{"sqllock.lease.held.duration", released + 1, base},
-			{"sqllock.lease.active", 0, base},
-			{"sqllock.waiters", 0, nil},
-			{"sqllock.lease.lost", 1, with(attribute.String("sqllock.cause", "taken"))},
-		} {
-			if got := locktest.Count(rm, c.name, c.attr...); got != int64(c.want) {
-				t.Errorf("%s %v = %d, want %d", c.name, c.attr, got, c.want)
-			}
-		}
+		locktest.CheckTally(t, rm, "rwlock", db.Dialect, locktest.Tally{
+			Acquired: acquired, NotAcquired: 2, Canceled: 1, Held: released + 1, Lost: 1,
+		})
 	})
 }
 

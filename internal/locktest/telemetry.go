@@ -446,3 +446,41 @@ func Spans(rec *tracetest.SpanRecorder) map[string][]string {
 	}
 	return out
 }
+
+// Tally is what a primitive's exact-count metrics test expects once its
+// scenario is over: every call's outcome, the leases held and lost.
+type Tally struct {
+	Acquired, NotAcquired, Canceled int
+	Held                            int // leases ended, released or lost
+	Lost                            int // leases lost because the row was taken
+}
+
+// CheckTally checks rm against want, every point under strategy on d:
+// each outcome's count, no errors, the leases held and lost, none active
+// and no caller waiting.
+func CheckTally(t testing.TB, rm metricdata.ResourceMetrics, strategy string, d sqllock.Dialect, want Tally) {
+	t.Helper()
+	base := []attribute.KeyValue{attribute.String("sqllock.strategy", strategy), attribute.String("db.system", System(d))}
+	with := func(kv attribute.KeyValue) []attribute.KeyValue {
+		return append(append([]attribute.KeyValue(nil), base...), kv)
+	}
+	outcome := func(o string) []attribute.KeyValue { return with(attribute.String("sqllock.outcome", o)) }
+	for _, c := range []struct {
+		name string
+		want int
+		attr []attribute.KeyValue
+	}{
+		{"sqllock.acquire.duration", want.Acquired, outcome("acquired")},
+		{"sqllock.acquire.duration", want.NotAcquired, outcome("not_acquired")},
+		{"sqllock.acquire.duration", want.Canceled, outcome("canceled")},
+		{"sqllock.acquire.duration", 0, outcome("error")},
+		{"sqllock.lease.held.duration", want.Held, base},
+		{"sqllock.lease.active", 0, base},
+		{"sqllock.waiters", 0, nil},
+		{"sqllock.lease.lost", want.Lost, with(attribute.String("sqllock.cause", "taken"))},
+	} {
+		if got := Count(rm, c.name, c.attr...); got != int64(c.want) {
+			t.Errorf("%s %v = %d, want %d", c.name, c.attr, got, c.want)
+		}
+	}
+}
