@@ -1,0 +1,1 @@
+SELECT token, owner, host FROM "sqllock_locks" WHERE lock_key = $1 AND expires_at > now()
