@@ -14,47 +14,10 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/advisory"
+	"github.com/sqllock/sqllock/internal/holds"
 	"github.com/sqllock/sqllock/internal/identity"
 	"github.com/sqllock/sqllock/tablelock"
 )
-
-// lockRow is one line of `sqllock locks`: a tablelock lock, a jobguard
-// job, a semaphore permit, an rwlock hold, an election's leadership, or an
-// advisory lock as the server shows it (no token, no times: those the
-// server does not keep). Key is the name the application gave: a
-// semaphore's or rwlock's key without the row's suffix, an election's
-// name.
-type lockRow struct {
-	Kind      string    `json:"kind"` // lock, job, semaphore, rwlock, leader or advisory
-	Key       string    `json:"key"`
-	Owner     string    `json:"owner"` // advisory: the session
-	Host      string    `json:"host"`
-	Holds     int       `json:"holds,omitempty"`
-	Token     int64     `json:"token,omitempty"`
-	Acquired  time.Time `json:"acquired,omitzero"`
-	Expires   time.Time `json:"expires,omitzero"`
-	HeldForMS int64     `json:"held_for_ms,omitempty"`
-	// State: a job's "running" or "done (hold-at-least)"; an rwlock row's
-	// "read", "write" or "writer waiting"; advisory "held" or "waiting",
-	// "(shared)".
-	State string `json:"state,omitempty"`
-	// Slot: a semaphore permit's slot, an rwlock reader's row, from 0.
-	Slot *int `json:"slot,omitempty"`
-	// Held: how many permits of the semaphore's key are held now.
-	Held int `json:"held,omitempty"`
-	// Readers: how many readers hold the rwlock's key now;
-	// WriterWaiting: a writer holds its gate and waits for them.
-	Readers       int  `json:"readers,omitempty"`
-	WriterWaiting bool `json:"writer_waiting,omitempty"`
-	// A leader's published value, term (its lease's token) and since.
-	Value string    `json:"value,omitempty"`
-	Term  int64     `json:"term,omitempty"`
-	Since time.Time `json:"since,omitzero"`
-
-	table  string // the lock table of the row; "" for advisory
-	rowKey string // the row's key in it
-	slot   int    // Slot, or -1
-}
 
 func cmdLocks(ctx context.Context, args []string, e env) error {
 	var df dbFlags
@@ -318,7 +281,7 @@ func releaseLock(ctx context.Context, e env, src *holdSource, rows []lockRow, re
 	for _, r := range rows {
 		switch {
 		case r.Kind != kind || r.Key != key:
-		case rel.writer && r.slot >= 0, rel.slot >= 0 && r.slot != rel.slot:
+		case rel.writer && r.Slot != nil, rel.slot >= 0 && (r.Slot == nil || *r.Slot != rel.slot):
 		default:
 			found = append(found, r)
 		}
@@ -329,12 +292,12 @@ func releaseLock(ctx context.Context, e env, src *holdSource, rows []lockRow, re
 	case len(found) > 1:
 		var parts []string
 		for _, r := range found {
-			parts = append(parts, decodeRow(r.table, src.lockTable, r.rowKey).part())
+			parts = append(parts, r.Part())
 		}
 		return fail(exitUsage, "%s %q has %d rows held (%s): name one with --slot", kind, key, len(found), strings.Join(parts, ", "))
 	}
 	held := found[0]
-	what := describe(held, src.lockTable)
+	what := describe(held)
 	if !rel.force {
 		consequence := "its holder's lease ends with ErrLockLost at its next renewal, and a waiter may take the key at once"
 		switch kind {
@@ -346,7 +309,7 @@ func releaseLock(ctx context.Context, e env, src *holdSource, rows []lockRow, re
 		return fail(exitUsage, "refusing to release %s without --force: %s", what, consequence)
 	}
 	// Free the holder shown, not whoever holds the row by now.
-	ok, err := src.locker(held.table).ForceRelease(ctx, held.rowKey, held.Token, tablelock.Reason(rel.reason))
+	ok, err := src.ForceRelease(ctx, held, tablelock.Reason(rel.reason))
 	switch {
 	case errors.Is(err, sqllock.ErrNotHeld):
 		return fail(exitFailure, "%s %q changed hands since it was shown (token %d): %s", kind, key, held.Token, safe(err.Error()))
@@ -370,44 +333,19 @@ func slotSaid(rel releaseSpec) string {
 }
 
 // describe names a held row for a message, its values made safe.
-func describe(r lockRow, lockTable string) string {
+func describe(r lockRow) string {
 	name := r.Kind + " " + strconv.Quote(r.Key)
-	if p := decodeRow(r.table, lockTable, r.rowKey).part(); p != "" {
+	if p := r.Part(); p != "" {
 		name += " " + p
 	}
 	return fmt.Sprintf("%s (owner %s, host %s, token %d, expires %s)", name, safe(r.Owner), safe(r.Host), r.Token, stamp(r.Expires))
 }
 
-// auditRow is one line of `sqllock locks --audit`. Kind, Key and Part
-// name the row as its primitive does; RowKey is the row's key in Table.
-type auditRow struct {
-	ID       int64     `json:"id"`
-	At       time.Time `json:"at"`
-	Action   string    `json:"action"`
-	Table    string    `json:"table"`
-	Kind     string    `json:"kind"`
-	Key      string    `json:"key"`
-	Part     string    `json:"part,omitempty"` // "permit 2", "reader 0", "writer"
-	RowKey   string    `json:"row_key"`
-	Token    int64     `json:"token"`
-	Owner    string    `json:"owner"`
-	Host     string    `json:"host"`
-	Holds    int       `json:"holds"`
-	Operator string    `json:"operator"`
-	Reason   string    `json:"reason"`
-}
-
 // printAudit lists the audit trail, oldest first.
 func printAudit(ctx context.Context, e env, t target, db *sql.DB, lockTable string, asJSON bool) error {
-	entries, err := tablelock.AuditLog(ctx, db)
+	rows, err := holds.Audit(ctx, db, lockTable)
 	if err != nil {
 		return err
-	}
-	rows := make([]auditRow, len(entries))
-	for i, a := range entries {
-		n := decodeRow(a.Table, lockTable, a.Key)
-		rows[i] = auditRow{ID: a.ID, At: a.At, Action: a.Action, Table: a.Table, Kind: n.kind, Key: n.name, Part: n.part(),
-			RowKey: a.Key, Token: a.Token, Owner: a.Owner, Host: a.Host, Holds: a.Holds, Operator: a.Operator, Reason: a.Reason}
 	}
 	if asJSON {
 		enc := json.NewEncoder(e.stdout)

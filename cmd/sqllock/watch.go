@@ -2,16 +2,14 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"io"
 	"os"
-	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/holds"
 	"github.com/sqllock/sqllock/internal/sqlutil"
 )
 
@@ -26,20 +24,14 @@ type watchSpec struct {
 }
 
 // waiter is a session the server shows waiting for a lock.
-type waiter struct {
-	PID       int64
-	App, Host string
-	Waiting   time.Duration
-	BlockedBy string
-	Query     string
-}
+type waiter = holds.Waiter
 
 // watchLocks redraws the held locks every w.every until ctx ends (Ctrl-C):
 // holder host/pid, held for, expires in and token, on the database's clock;
 // on PostgreSQL also the sessions waiting for a lock as the server shows
 // them. On a terminal each frame replaces the last.
 func watchLocks(ctx context.Context, e env, t target, src *holdSource, w watchSpec) error {
-	db := src.db
+	db := src.DB
 	clear := isTerminal(e.stdout)
 	tick := time.NewTicker(w.every)
 	defer tick.Stop()
@@ -58,10 +50,10 @@ func watchLocks(ctx context.Context, e env, t target, src *holdSource, w watchSp
 		var waiters []waiter
 		listening := -1
 		if t.dialect == sqllock.Postgres {
-			if waiters, err = pgWaiters(ctx, db); err != nil {
+			if waiters, err = holds.PGWaiters(ctx, db); err != nil {
 				return err
 			}
-			if listening, err = pgListeners(ctx, db, sqlutil.NotifyChannel(w.table)); err != nil {
+			if listening, err = holds.PGListeners(ctx, db, sqlutil.NotifyChannel(w.table)); err != nil {
 				return err
 			}
 		}
@@ -95,47 +87,6 @@ func printWatch(w io.Writer, t target, rows []lockRow, waiters []waiter, listeni
 		}
 		tw.Flush()
 	}
-}
-
-// pgWaiters lists the sessions of this database blocked on a heavyweight
-// lock (row locks, advisory locks), with the sessions that block them.
-func pgWaiters(ctx context.Context, db *sql.DB) ([]waiter, error) {
-	rows, err := db.QueryContext(ctx, `SELECT pid, COALESCE(application_name, ''), COALESCE(host(client_addr), 'local'),
-       EXTRACT(EPOCH FROM clock_timestamp() - COALESCE(state_change, query_start, clock_timestamp()))::float8,
-       pg_blocking_pids(pid)::text, left(regexp_replace(query, '\s+', ' ', 'g'), 80)
-FROM pg_stat_activity
-WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()
-ORDER BY 4 DESC`)
-	if err != nil {
-		return nil, fmt.Errorf("reading pg_stat_activity: %w", err)
-	}
-	defer rows.Close()
-	var out []waiter
-	for rows.Next() {
-		var x waiter
-		var secs float64
-		var blockers string
-		if err := rows.Scan(&x.PID, &x.App, &x.Host, &secs, &blockers, &x.Query); err != nil {
-			return nil, err
-		}
-		x.Waiting = time.Duration(secs * float64(time.Second))
-		x.BlockedBy = "pid " + strings.Trim(blockers, "{}")
-		out = append(out, x)
-	}
-	return out, rows.Err()
-}
-
-// pgListeners counts the sessions whose last statement was a LISTEN on
-// channel: tablelock Lockers with an Acquire waiting keep one open.
-func pgListeners(ctx context.Context, db *sql.DB, channel string) (int, error) {
-	var n int
-	err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity
-WHERE datname = current_database() AND pid <> pg_backend_pid() AND query ILIKE 'LISTEN %' AND position($1 in query) > 0`,
-		strconv.Quote(channel)).Scan(&n)
-	if err != nil {
-		return 0, fmt.Errorf("reading pg_stat_activity: %w", err)
-	}
-	return n, nil
 }
 
 // isTerminal reports whether w is a character device: a person's screen,
