@@ -29,6 +29,7 @@ type Table struct {
 	// stmts is replaced, not closed for good, by Close: a Table is a
 	// description, usable after Close.
 	stmts      atomic.Pointer[stmtcache.Cache]
+	direct     bool // WithTableTransactionPooler: every cache runs unprepared
 	localQueue bool
 	queues     rowQueues // Modify's in-process queues, one per row
 	mp         metric.MeterProvider
@@ -50,6 +51,20 @@ type TableOption func(*Table)
 // holding row locks could deadlock.
 func WithLocalQueue(on bool) TableOption {
 	return func(t *Table) { t.localQueue = on }
+}
+
+// WithTableTransactionPooler makes the Table's statements on a *sql.DB
+// (or *sqlx.DB) run unprepared, for a transaction-pooling proxy, as
+// [WithTransactionPooler] does for a Locker: before PgBouncer 1.21 a
+// statement prepared on one turn of a server session is missing on the
+// next, or collides with another client's of the same name.
+func WithTableTransactionPooler() TableOption {
+	return func(t *Table) { t.direct = true }
+}
+
+// newCache is an empty statement cache in t's mode.
+func (t *Table) newCache() *stmtcache.Cache {
+	return &stmtcache.Cache{Direct: t.direct}
 }
 
 // enterQueue waits for the turn on the queue of the row with key id and
@@ -79,10 +94,10 @@ func NewTable(d sqllock.Dialect, table, idColumn, versionColumn string, opts ...
 		return nil, fmt.Errorf("optimistic: table: %w", err)
 	}
 	t := &Table{st: st, name: table, id: idColumn, version: versionColumn, localQueue: true}
-	t.stmts.Store(new(stmtcache.Cache))
 	for _, o := range opts {
 		o(t)
 	}
+	t.stmts.Store(t.newCache())
 	t.tel = telemetry.New("optimistic", d.String(), telemetry.Options{MeterProvider: t.mp})
 	if t.qName, err = st.quote(table); err != nil {
 		return nil, fmt.Errorf("optimistic: table: %w", err)
@@ -114,7 +129,7 @@ func quoteColumn(st store, name string) (string, error) {
 // It never closes a handle. A Table is usable after Close; it prepares
 // again.
 func (t *Table) Close() error {
-	return t.stmts.Swap(new(stmtcache.Cache)).Close()
+	return t.stmts.Swap(t.newCache()).Close()
 }
 
 // Name is the table name as given to NewTable.

@@ -1,7 +1,10 @@
 package optimistic_test
 
 import (
+	"database/sql"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/locktest"
@@ -26,4 +29,44 @@ func TestPgBouncer(t *testing.T) {
 		},
 		Exclusive: false,
 	})
+}
+
+// TestPgBouncerTable: Modify through PgBouncer in transaction mode, from two
+// pools at once (two processes' worth of clients on the proxy's shared
+// server sessions), counts every increment with WithTableTransactionPooler.
+// Without it the pools' prepared statements collide on a server session
+// ("prepared statement ... already exists") or are missing on the next
+// turn ("does not exist").
+func TestPgBouncerTable(t *testing.T) {
+	db := testdb.PgBouncer(t)
+	ctx := ctxT(t)
+	name := stockTable(t, db, 0)
+	const pools, workers, each = 2, 4, 20
+	var wg sync.WaitGroup
+	for range pools {
+		p, err := sql.Open("pgx", db.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		tb := newTable(t, db, name, optimistic.WithTableTransactionPooler())
+		for range workers {
+			wg.Go(func() {
+				for range each {
+					_, err := optimistic.Modify(ctx, p, tb, 1, optimistic.LimitAttempts(optimistic.ExponentialBackoff(100*time.Microsecond, 20*time.Millisecond), 1000), func(it *item) error {
+						it.Qty++
+						return nil
+					})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if qty, ver := readStock(t, db, name); qty != pools*workers*each || ver != pools*workers*each+1 {
+		t.Fatalf("qty %d version %d, want %d and %d", qty, ver, pools*workers*each, pools*workers*each+1)
+	}
 }

@@ -136,7 +136,7 @@ func progressTo(e env, asJSON bool) io.Writer {
 // runStock runs one strategy's demo on a fresh item of the stock table.
 func runStock(ctx context.Context, t target, db *sql.DB, s strategy, units, workers, procs int, work time.Duration, progress io.Writer) (stockResult, error) {
 	item := fmt.Sprintf("%s-%x", s.name, rand.Uint64())
-	st, err := newStock(db, t.dialect, item, work)
+	st, err := newStock(db, t.dialect, item, work, t.pooler)
 	if err != nil {
 		return stockResult{}, err
 	}
@@ -212,12 +212,11 @@ func buyAll(ctx context.Context, db *sql.DB, t target, s strategy, item string, 
 		}
 		defer closeLocker()
 	}
-	st, err := newStock(db, d, item, work)
+	st, err := newStock(db, d, item, work, t.pooler)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer st.close()
-	st.pooler = t.pooler
 	var nSold, nRetries atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)

@@ -216,7 +216,8 @@ type stock struct {
 	// version column.
 	cas *optimistic.Table
 	// pooler: the database is behind a transaction pooler, where an
-	// advisory lock is taken in a transaction only.
+	// advisory lock is taken in a transaction only and cas runs its
+	// statements unprepared.
 	pooler bool
 }
 
@@ -229,12 +230,16 @@ type stockRow struct {
 
 const stockTable = "sqllock_demo_stock"
 
-func newStock(db *sql.DB, d sqllock.Dialect, item string, work time.Duration) (*stock, error) {
-	cas, err := optimistic.NewTable(d, stockTable, "item", "version")
+func newStock(db *sql.DB, d sqllock.Dialect, item string, work time.Duration, pooler bool) (*stock, error) {
+	var opts []optimistic.TableOption
+	if pooler {
+		opts = append(opts, optimistic.WithTableTransactionPooler())
+	}
+	cas, err := optimistic.NewTable(d, stockTable, "item", "version", opts...)
 	if err != nil {
 		return nil, err
 	}
-	s := &stock{db: db, item: item, work: work, cas: cas}
+	s := &stock{db: db, item: item, work: work, cas: cas, pooler: pooler}
 	// The locked writes bump the version too, so that an optimistic writer
 	// of the same row would see them.
 	if d == sqllock.Postgres {
