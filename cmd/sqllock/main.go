@@ -10,6 +10,7 @@
 //	sqllock locks --audit              # who forced which release, and why
 //	sqllock hold KEY                   # hold a lock until interrupted or lost
 //	sqllock bench                      # lock rates and handoff beside raw SQL
+//	sqllock web                        # a live page of every hold, on 127.0.0.1:8080
 //
 // Every command takes --dsn: postgres://user:pass@host:port/db?sslmode=...
 // (or the pgx keyword form "host=... dbname=..."), mysql://user:pass@host:port/db?params
@@ -120,6 +121,8 @@ commands:
   locks --audit     list the audit trail of force releases
   hold KEY          hold a lock until --for passes, Ctrl-C, or it is lost
   bench             lock rates and handoff latency beside raw SQL
+  web               a live page of every hold, with charts and the audit
+                    trail (loopback, read only unless --allow-force)
 
 common flags:
   --dsn DSN         postgres://..., mysql://..., sqlite://path (default $SQLLOCK_DSN;
@@ -194,6 +197,8 @@ func dispatch(ctx context.Context, args []string, e env) error {
 		return cmdHold(ctx, rest, e)
 	case "bench":
 		return cmdBench(ctx, rest, e)
+	case "web":
+		return cmdWeb(ctx, rest, e)
 	case workerCommand:
 		return cmdWorker(ctx, rest, e)
 	}

@@ -1,0 +1,50 @@
+// Package sqlweb serves a live page of every hold kept in a database's
+// lock tables: tablelock locks, jobguard jobs, semaphore permits, rwlock
+// holds, election leaders and the advisory locks the server shows, with
+// who holds each, its token, how long it has been held and how long it has
+// left on the database's clock, the sessions waiting where the server
+// shows them, the runs of each job, the audit trail of force releases, and
+// per key a chart of the hold times of the last minutes.
+//
+// Mount it on an application's own mux, under a prefix that ends in a
+// slash:
+//
+//	mux.Handle("/locks/", http.StripPrefix("/locks", sqlweb.Handler(db, sqllock.Postgres)))
+//
+// `sqllock web` serves the same handler on its own.
+//
+// The page is rendered on the server with html/template, so a key, owner
+// or reason that holds markup shows as text; a small script embedded in
+// the binary fetches the held rows again every refresh and swaps them in,
+// without a reload. Every response carries a Content-Security-Policy that
+// allows only this handler's own script and style sheet: no inline
+// script, no other origin.
+//
+// # What it costs the database
+//
+// The handler reads the tables only when a page asks (no goroutine of its
+// own), and at most once per half refresh interval however many pages are
+// open. One refresh runs, per listing: one statement per lock table (the
+// tablelock table, the job table, the permit table), one per leader shown,
+// one for the audit trail, and where the server shows them one for the
+// advisory locks and, on PostgreSQL, two for the waiting and listening
+// sessions: 7 statements on PostgreSQL with no leader, 5 on SQLite.
+//
+// # Charts
+//
+// The charts come from what the handler itself sampled: each hold it saw
+// is one point, at the time it began, as high as it was held when last
+// seen. The library's OpenTelemetry metrics would say more about waits,
+// but only inside the process that takes the locks, and only where the
+// application installed a meter provider; the page watches every process
+// of every application on the database, so it charts what the tables show.
+// A hold shorter than the refresh interval may be missed.
+//
+// # Forcing a release
+//
+// WithForce turns on a release button per hold, behind a token that the
+// operator types with a reason. It frees the holder shown (not whoever
+// holds the row by then) and writes the audit record that `sqllock locks
+// release --force --reason` writes. Without WithForce the page is read
+// only and refuses every release.
+package sqlweb

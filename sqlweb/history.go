@@ -1,0 +1,216 @@
+package sqlweb
+
+import (
+	"fmt"
+	"html/template"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sqllock/sqllock/internal/holds"
+)
+
+// history is what the handler sampled over the window: every hold it saw
+// and the number of waiting sessions at each refresh, on the database's
+// clock.
+type history struct {
+	window time.Duration
+
+	mu     sync.Mutex
+	offset time.Duration    // the database's clock minus ours, as last seen
+	holds  map[string]*seen // by table, row key and token
+	waits  []waitPoint
+}
+
+// seen is one hold as last sampled.
+type seen struct {
+	kind, key, host string
+	token           int64
+	start, last     time.Time // acquired; last seen, on the database's clock
+	held            time.Duration
+	open            bool // listed at the last refresh
+	nextDue         time.Time
+}
+
+type waitPoint struct {
+	at time.Time
+	n  int
+}
+
+func newHistory(window time.Duration) *history {
+	return &history{window: window, holds: map[string]*seen{}}
+}
+
+// now is the database's clock, as far as the last rows told it.
+func (h *history) now() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return time.Now().Add(h.offset)
+}
+
+// add records the rows read at local (our clock, just before the read)
+// and returns the database's time of the read.
+func (h *history) add(local time.Time, rows []holds.Row, waiting int) time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range rows {
+		if !r.Acquired.IsZero() {
+			h.offset = r.Now().Sub(local)
+			break
+		}
+	}
+	now := local.Add(h.offset)
+	for _, s := range h.holds {
+		s.open = false
+	}
+	for _, r := range rows {
+		if r.Table == "" {
+			continue // advisory: no token, no times
+		}
+		id := r.Table + "\x00" + r.RowKey + "\x00" + fmt.Sprint(r.Token)
+		s := h.holds[id]
+		if s == nil {
+			s = &seen{kind: r.Kind, key: r.Key, token: r.Token, start: r.Acquired}
+			h.holds[id] = s
+		}
+		s.host, s.held, s.last, s.open, s.nextDue = r.Host, r.HeldFor(), r.Now(), true, r.NextDue
+	}
+	from := now.Add(-h.window)
+	for id, s := range h.holds {
+		if s.last.Before(from) {
+			delete(h.holds, id)
+		}
+	}
+	h.waits = append(h.waits, waitPoint{now, waiting})
+	i := 0
+	for i < len(h.waits) && h.waits[i].at.Before(from) {
+		i++
+	}
+	h.waits = h.waits[i:]
+	return now
+}
+
+// run is one job run the handler saw.
+type run struct {
+	Key, Host, Outcome string
+	Token              int64
+	Start, NextDue     time.Time
+	Held               time.Duration
+}
+
+// runs lists the job runs seen in the window, newest first.
+func (h *history) runs(_ []holds.Row) []run {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []run
+	for _, s := range h.holds {
+		if s.kind != holds.Job {
+			continue
+		}
+		outcome := "ended"
+		if s.open {
+			outcome = "held"
+		}
+		out = append(out, run{Key: s.key, Host: s.host, Outcome: outcome, Token: s.token, Start: s.start, NextDue: s.nextDue, Held: s.held})
+	}
+	slices.SortFunc(out, func(a, b run) int { return b.Start.Compare(a.Start) })
+	return out
+}
+
+// chart is one key's hold times.
+type chart struct {
+	Kind, Key string
+	Points    int
+	Max       time.Duration
+	SVG       template.HTML
+}
+
+const (
+	chartW, chartH = 320, 80
+	padL, padB     = 4, 4
+)
+
+// charts draws, per key, one point per hold seen in the window: at the
+// time it began, as high as it was held when last seen.
+func (h *history) charts(now time.Time) []chart {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	byKey := map[[2]string][]*seen{}
+	for _, s := range h.holds {
+		if s.kind == holds.Job || s.kind == holds.Leader || s.kind == holds.Lock || s.kind == holds.Semaphore || s.kind == holds.RWLock {
+			k := [2]string{s.kind, s.key}
+			byKey[k] = append(byKey[k], s)
+		}
+	}
+	keys := make([][2]string, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b [2]string) int {
+		if c := slices.Index(holds.Kinds, a[0]) - slices.Index(holds.Kinds, b[0]); c != 0 {
+			return c
+		}
+		return strings.Compare(a[1], b[1])
+	})
+	from := now.Add(-h.window)
+	var out []chart
+	for _, k := range keys {
+		ss := byKey[k]
+		slices.SortFunc(ss, func(a, b *seen) int { return a.start.Compare(b.start) })
+		var top time.Duration
+		for _, s := range ss {
+			top = max(top, s.held)
+		}
+		scale := max(top, time.Second)
+		var b strings.Builder
+		fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img">`, chartW, chartH, chartW, chartH)
+		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#d0d7de"/>`, padL, chartH-padB, chartW, chartH-padB)
+		for _, s := range ss {
+			x := padL + float64(chartW-padL-4)*frac(s.start.Sub(from), h.window)
+			y := float64(chartH-padB-4) * (1 - frac(s.held, scale))
+			fill := "#0969da"
+			if !s.open {
+				fill = "#8c959f"
+			}
+			fmt.Fprintf(&b, `<circle class="pt" cx="%.1f" cy="%.1f" r="3" fill="%s"><title>token %d: held %s</title></circle>`,
+				x, y+2, fill, s.token, span(s.held))
+		}
+		b.WriteString(`</svg>`)
+		out = append(out, chart{Kind: k[0], Key: k[1], Points: len(ss), Max: top, SVG: template.HTML(b.String())}) // numbers only
+	}
+	return out
+}
+
+// waitChart draws the number of waiting sessions at each refresh.
+func (h *history) waitChart(now time.Time) template.HTML {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	top := 0
+	for _, p := range h.waits {
+		top = max(top, p.n)
+	}
+	if top == 0 {
+		return ""
+	}
+	from := now.Add(-h.window)
+	var pts []string
+	for _, p := range h.waits {
+		x := padL + float64(chartW-padL-4)*frac(p.at.Sub(from), h.window)
+		y := 2 + float64(chartH-padB-4)*(1-float64(p.n)/float64(top))
+		pts = append(pts, fmt.Sprintf("%.1f,%.1f", x, y))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img">`, chartW, chartH, chartW, chartH)
+	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#d0d7de"/>`, padL, chartH-padB, chartW, chartH-padB)
+	fmt.Fprintf(&b, `<polyline class="waits" fill="none" stroke="#bf8700" stroke-width="1.5" points="%s"/>`, strings.Join(pts, " "))
+	fmt.Fprintf(&b, `<text x="%d" y="12" font-size="10" fill="#57606a">max %d</text></svg>`, chartW-50, top)
+	return template.HTML(b.String()) // numbers only
+}
+
+func frac(d, of time.Duration) float64 {
+	if of <= 0 {
+		return 0
+	}
+	return min(max(float64(d)/float64(of), 0), 1)
+}
