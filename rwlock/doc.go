@@ -55,7 +55,12 @@
 // Lease of its own at once, and the key is freed by its last Release. A
 // reader asking to write is refused with sqllock.ErrInvalidOption (it
 // would wait for itself). Without an owner every call is a hold of its
-// own.
+// own, and a blocking call that would wait for a hold its own goroutine
+// took that way (a Lock after an RLock or a Lock of the key, an RLock
+// after a Lock) is refused at once with sqllock.ErrInvalidOption, rather
+// than waiting for itself until its context ends: read and write from
+// different goroutines, or release first. (A hold handed to another
+// goroutine to release still counts as its taker's.)
 //
 // # Loss
 //

@@ -1,13 +1,18 @@
 package rwlock
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"regexp"
+	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,7 +55,8 @@ type RWLock struct {
 	tel *telemetry.T
 
 	mu    sync.Mutex
-	holds map[holdKey]*hold // reentrant holds, by key and owner
+	holds map[holdKey]*hold  // reentrant holds, by key and owner
+	mine  map[string][]*hold // holds taken without an owner, by key
 }
 
 type holdKey struct{ key, owner string }
@@ -61,6 +67,7 @@ type hold struct {
 	n     int // leases not yet released
 	token int64
 	lease *tablelock.Lease // the gate (writer) or the reader slot
+	gid   uint64           // the goroutine that took it without an owner; 0 with one
 }
 
 // New returns an RWLock over db for dialect d that admits up to readers
@@ -79,7 +86,7 @@ func New(db *sql.DB, d sqllock.Dialect, readers int, opts ...tablelock.Option) (
 		return nil, fmt.Errorf("rwlock: %w", err)
 	}
 	tel := telemetry.New("rwlock", d.String(), lockhook.Telemetry(l))
-	return &RWLock{l: l, tbl: lockhook.Table(l), readers: readers, tel: tel, holds: map[holdKey]*hold{}}, nil
+	return &RWLock{l: l, tbl: lockhook.Table(l), readers: readers, tel: tel, holds: map[holdKey]*hold{}, mine: map[string][]*hold{}}, nil
 }
 
 // Close ends every hold still held (as lost, like tablelock's Close) and
@@ -146,6 +153,13 @@ func (rw *RWLock) acquire(ctx context.Context, key string, write, wait bool) (go
 		return nil, fmt.Errorf("rwlock: %s %q: %w", op, key, err)
 	}
 	owner, reentrant := sqllock.OwnerFrom(ctx)
+	var gid uint64
+	if !reentrant {
+		gid = goid()
+		if err := rw.selfWait(key, gid, write, wait); err != nil {
+			return nil, fmt.Errorf("rwlock: %s %q: %w", op, key, err)
+		}
+	}
 	if reentrant {
 		hk := holdKey{key, owner}
 		rw.mu.Lock()
@@ -176,16 +190,91 @@ func (rw *RWLock) acquire(ctx context.Context, key string, write, wait bool) (go
 		h, err = rw.read(held, passing, key, wait)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("rwlock: %s %q: %w", op, key, err)
+		return nil, rowErr(op, key, err)
 	}
 	s := &Lease{rw: rw, key: key, h: h}
+	rw.mu.Lock()
 	if reentrant {
 		s.hk = holdKey{key, owner}
-		rw.mu.Lock()
 		rw.holds[s.hk] = h
-		rw.mu.Unlock()
+	} else {
+		h.gid = gid
+		rw.mine[key] = append(rw.mine[key], h)
 	}
+	rw.mu.Unlock()
 	return s, nil
+}
+
+// selfWait refuses a blocking call that would wait for a hold its own
+// goroutine took without an owner: a write after a read or a write of the
+// key, a read after a write. Nothing else could end that wait but its
+// context (unless the hold was handed to another goroutine to release,
+// which this cannot see): better an error at once, saying why.
+func (rw *RWLock) selfWait(key string, gid uint64, write, wait bool) error {
+	if !wait {
+		return nil // a try is refused at once anyway, as ErrNotAcquired
+	}
+	rw.mu.Lock()
+	var mine []*hold
+	for _, h := range rw.mine[key] {
+		if h.gid == gid && (write || h.write) {
+			mine = append(mine, h)
+		}
+	}
+	rw.mu.Unlock()
+	for _, h := range mine {
+		if h.lease.Err() != nil {
+			continue // lost: it keeps nobody waiting
+		}
+		held, would := "a read lock", "a write"
+		if h.write {
+			held = "the write lock"
+		}
+		if !write {
+			would = "a read"
+		}
+		return fmt.Errorf("%w: this goroutine's context holds %s on this key, taken without sqllock.WithOwner, and %s would wait for it until the context ends; release it first, or take the key from another goroutine",
+			sqllock.ErrInvalidOption, held, would)
+	}
+	return nil
+}
+
+// goid returns the id of the calling goroutine, from the first line of
+// its stack trace ("goroutine 42 [running]:"). Go gives goroutines no
+// other identity; it serves only to tell a caller that it would wait for
+// a hold it took itself.
+func goid() uint64 {
+	var buf [64]byte
+	b := bytes.TrimPrefix(buf[:runtime.Stack(buf[:], false)], []byte("goroutine "))
+	if i := bytes.IndexByte(b, ' '); i > 0 {
+		b = b[:i]
+	}
+	n, _ := strconv.ParseUint(string(b), 10, 64)
+	return n
+}
+
+// rowPrefix matches what an error of tablelock says of one of the lock
+// rows of a key: the package, the operation and the row's key, with its
+// separator and suffix, and its token.
+var rowPrefix = regexp.MustCompile(`tablelock: (?:[a-z]+ )?"(?:[^"\\]|\\.)*\\x1frw:(?:w|r[0-9]+)"(?: \(token [0-9]+\))?: `)
+
+// keyError is an error of the rows underneath a hold, told of the
+// caller's key: its text names neither the rows nor tablelock, and
+// errors.Is and errors.As see the whole chain.
+type keyError struct {
+	text string
+	err  error
+}
+
+func (e *keyError) Error() string { return e.text }
+func (e *keyError) Unwrap() error { return e.err }
+
+// rowErr wraps err, from an operation on key's lock rows, as rwlock's
+// operation op on key.
+func rowErr(op, key string, err error) error {
+	text := rowPrefix.ReplaceAllString(err.Error(), "")
+	text = strings.ReplaceAll(text, "tablelock: ", "")
+	return &keyError{text: fmt.Sprintf("rwlock: %s %q: %s", op, key, text), err: err}
 }
 
 func (rw *RWLock) take(ctx context.Context, key string, wait bool) (*tablelock.Lease, error) {
@@ -315,8 +404,11 @@ func (s *Lease) Err() error {
 	s.rw.mu.Lock()
 	released := s.released
 	s.rw.mu.Unlock()
-	if err := s.h.lease.Err(); err != nil || !released {
-		return err
+	if err := s.h.lease.Err(); err != nil {
+		return rowErr("lease", s.key, err)
+	}
+	if !released {
+		return nil
 	}
 	return fmt.Errorf("rwlock: %q: %w", s.key, sqllock.ErrReleased)
 }
@@ -347,7 +439,7 @@ func (s *Lease) Extend(ctx context.Context, d time.Duration) error {
 		return fmt.Errorf("rwlock: extend %q: %w", s.key, sqllock.ErrReleased)
 	}
 	if err := s.h.lease.Extend(ctx, d); err != nil {
-		return fmt.Errorf("rwlock: extend %q: %w", s.key, err)
+		return rowErr("extend", s.key, err)
 	}
 	return nil
 }
@@ -367,13 +459,27 @@ func (s *Lease) Release(ctx context.Context) error {
 	if last && s.hk != (holdKey{}) && rw.holds[s.hk] == s.h {
 		delete(rw.holds, s.hk)
 	}
+	if last && s.h.gid != 0 {
+		mine := rw.mine[s.key]
+		if i := slices.Index(mine, s.h); i >= 0 {
+			mine = slices.Delete(mine, i, i+1)
+		}
+		if len(mine) == 0 {
+			delete(rw.mine, s.key)
+		} else {
+			rw.mine[s.key] = mine
+		}
+	}
 	rw.mu.Unlock()
 	if !last {
 		// The hold goes on for the owner's other Leases; a loss is told.
 		if err := s.h.lease.Err(); err != nil && !errors.Is(err, sqllock.ErrReleased) {
-			return err
+			return rowErr("release", s.key, err)
 		}
 		return nil
 	}
-	return s.h.lease.Release(ctx)
+	if err := s.h.lease.Release(ctx); err != nil {
+		return rowErr("release", s.key, err)
+	}
+	return nil
 }
