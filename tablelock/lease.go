@@ -368,6 +368,7 @@ func (h *hold) renewLoop() {
 	next := time.NewTimer(0)
 	defer next.Stop()
 	retry := l.cfg.renew / 8
+	var failed error // the last renewal's error, for the loss it leads to
 	for {
 		h.mu.Lock()
 		dl := h.deadline
@@ -384,7 +385,11 @@ func (h *hold) renewLoop() {
 			if extended {
 				continue
 			}
-			h.lose("not renewed before the safety margin", true)
+			cause := "not renewed before the safety margin"
+			if failed != nil {
+				cause += ": " + failed.Error()
+			}
+			h.lose(cause, true)
 			return
 		case <-next.C:
 		}
@@ -416,6 +421,7 @@ func (h *hold) renewLoop() {
 			l.cfg.logger.Info("tablelock: renewal failed, retrying", telemetry.AttrKey, h.id.key, telemetry.AttrToken, h.token, telemetry.LogError, err.Error())
 			h.tel.Renewal(h.telKey, telemetry.RenewRetried)
 			h.event("sqllock.renewal.retried", err)
+			failed = err
 			next.Reset(retry)
 		default:
 			h.tel.Renewal(h.telKey, telemetry.RenewFailed)

@@ -3,11 +3,14 @@ package rowlease
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/sqlutil"
 )
 
 func init() { register(sqllock.SQLite, newSQLite) }
@@ -137,8 +140,78 @@ func (s *sqliteStore) take(ctx context.Context, h handle, c Claim) (a Attempt, e
 	return a, tx.Commit()
 }
 
+// renewPoll is how often a renewal looks again for SQLite's write lock
+// while another connection holds it. An application's transactions come
+// a few milliseconds apart; SQLite's own busy handler sleeps up to 100 ms
+// between looks and mostly missed those gaps, so a holder whose own
+// application kept writing lost its lease.
+const renewPoll = time.Millisecond
+
+// renew runs the renewal on a connection of its own with SQLite's busy
+// handler off, and looks for the write lock itself every renewPoll, for
+// as long as ctx and the connection's busy timeout allow: a renewal, once
+// due, takes the write lock in the first gap between other transactions,
+// ahead of writers that sleep in the busy handler. A renewal that never
+// found the lock free says how long it waited.
 func (s *sqliteStore) renew(ctx context.Context, h handle, key, owner string, token int64, ttl time.Duration) (int64, error) {
-	return h.exec(ctx, s.q.renew, key, owner, token, micros(ttl))
+	conn, err := h.Conn(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	var busyMS int64
+	if err := conn.QueryRowContext(ctx, `PRAGMA busy_timeout`).Scan(&busyMS); err != nil {
+		return 0, err
+	}
+	if _, err := conn.ExecContext(ctx, `PRAGMA busy_timeout = 0`); err != nil {
+		return 0, err
+	}
+	defer func() {
+		// The connection goes back to the pool with the timeout it came
+		// with, or not at all.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		if _, err := conn.ExecContext(rctx, `PRAGMA busy_timeout = `+strconv.FormatInt(busyMS, 10)); err != nil {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}()
+	var busySince time.Time
+	var tick *time.Timer
+	for {
+		res, err := conn.ExecContext(ctx, s.q.renew, key, owner, token, micros(ttl))
+		if err == nil {
+			return res.RowsAffected()
+		}
+		switch {
+		case !busySince.IsZero() && ctx.Err() != nil:
+			// Ended while it looked again: still the busy database.
+			return 0, busyError(time.Since(busySince), ctx.Err())
+		case !sqlutil.IsBusy(err):
+			return 0, err
+		}
+		now := time.Now()
+		if busySince.IsZero() {
+			busySince = now
+			tick = time.NewTimer(renewPoll)
+			defer tick.Stop()
+		} else {
+			tick.Reset(renewPoll)
+		}
+		if now.Sub(busySince) >= time.Duration(busyMS)*time.Millisecond {
+			return 0, busyError(now.Sub(busySince), err)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, busyError(time.Since(busySince), ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// busyError is a renewal that found SQLite's write lock taken for d;
+// it wraps cause (SQLITE_BUSY, or the context's end).
+func busyError(d time.Duration, cause error) error {
+	return fmt.Errorf("database busy: another transaction held SQLite's write lock for %d ms: %w", d.Milliseconds(), cause)
 }
 
 func (s *sqliteStore) release(ctx context.Context, h handle, key, owner string, token int64, keep time.Duration) (int64, error) {

@@ -1,0 +1,121 @@
+package tablelock_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/locktest"
+	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/tablelock"
+)
+
+// appWriter plays a holder's own application on SQLite: write
+// transactions of hold each (BEGIN IMMEDIATE: the write lock from the
+// start), gap apart, until ctx ends. It returns when the last has ended.
+func appWriter(t *testing.T, ctx context.Context, db *testdb.DB, hold, gap func() time.Duration) (wait func()) {
+	t.Helper()
+	if _, err := db.Exec(`CREATE TABLE IF NOT EXISTS sqlitebusy_app (n INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			tx, err := db.BeginTx(context.Background(), nil)
+			if err != nil {
+				t.Errorf("app transaction: %v", err)
+				return
+			}
+			if _, err := tx.Exec(`INSERT INTO sqlitebusy_app (n) VALUES (1)`); err != nil {
+				tx.Rollback()
+				t.Errorf("app write: %v", err)
+				return
+			}
+			time.Sleep(hold())
+			if err := tx.Commit(); err != nil {
+				t.Errorf("app commit: %v", err)
+				return
+			}
+			time.Sleep(gap())
+		}
+	}()
+	return wg.Wait
+}
+
+func between(lo, hi time.Duration) func() time.Duration {
+	return func() time.Duration { return lo + rand.N(hi-lo) }
+}
+
+// A lone holder on SQLite whose own application writes in transactions of
+// 400–600 ms, 10–50 ms apart, keeps its 2 s lease: its renewals get the
+// write lock in the gaps, though each has to wait out a transaction.
+func TestSQLiteRenewalWinsBetweenAppTransactions(t *testing.T) {
+	db := testdb.Fresh(t, sqllock.SQLite, 0)
+	app := testdb.Fresh(t, sqllock.SQLite, 0)
+	const ttl = 2 * time.Second
+	l := newLocker(t, db, tablelock.WithTTL(ttl))
+	ctx := context.Background()
+	lease, err := l.Acquire(ctx, locktest.Key(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	appCtx, stop := context.WithTimeout(ctx, 3*ttl)
+	defer stop()
+	wait := appWriter(t, appCtx, app, between(400*time.Millisecond, 600*time.Millisecond), between(10*time.Millisecond, 50*time.Millisecond))
+	select {
+	case <-lease.Done():
+	case <-appCtx.Done():
+	}
+	stop()
+	wait()
+	if err := lease.Err(); err != nil {
+		t.Fatalf("the lease was lost to the application's own write transactions: %v", err)
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+}
+
+// A renewal kept from SQLite's write lock past the safety margin by one
+// long transaction ends the lease with a loss that says the database was
+// busy, for how long, and which key.
+func TestSQLiteBusyRenewalSaysSo(t *testing.T) {
+	db := testdb.Fresh(t, sqllock.SQLite, 0)
+	app := testdb.Fresh(t, sqllock.SQLite, 0)
+	const ttl = time.Second
+	l := newLocker(t, db, tablelock.WithTTL(ttl))
+	ctx := context.Background()
+	key := locktest.Key(t)
+	lease, err := l.Acquire(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	// One transaction longer than the TTL, then none.
+	wait := appWriter(t, appCtx, app, func() time.Duration { stop(); return 2 * ttl }, func() time.Duration { return 0 })
+	select {
+	case <-lease.Done():
+	case <-time.After(3 * ttl):
+		t.Fatal("the lease outlived a write lock held past its TTL")
+	}
+	wait()
+	err = lease.Err()
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	t.Logf("the loss: %v", err)
+	for _, want := range []string{"database busy", "SQLite's write lock", "ms", key} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("loss %q does not say %q", msg, want)
+		}
+	}
+	lease.Release(ctx)
+}
