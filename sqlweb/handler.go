@@ -1,6 +1,7 @@
 package sqlweb
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"database/sql"
@@ -241,11 +242,15 @@ func (h *handler) fragment(w http.ResponseWriter, r *http.Request) {
 	h.render(w, "live", h.read(r.Context()))
 }
 
+// render renders whole or not at all: a half page would be swapped in.
 func (h *handler) render(w http.ResponseWriter, name string, data any) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := h.tmpl.ExecuteTemplate(w, name, data); err != nil {
+	var b bytes.Buffer
+	if err := h.tmpl.ExecuteTemplate(&b, name, data); err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
 	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = w.Write(b.Bytes())
 }
 
 type releaseData struct {
