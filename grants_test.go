@@ -12,18 +12,19 @@ import (
 	"github.com/sqllock/sqllock/migrations"
 )
 
-// readmeGrants returns the README's "Roles and grants" section: its text
-// and the GRANT statements of its sql blocks.
+// readmeGrants returns the "Roles and grants" section of docs/operations.md
+// (the README links it): its text and the GRANT statements of its sql
+// blocks.
 func readmeGrants(t *testing.T) (string, []string) {
 	t.Helper()
-	b, err := os.ReadFile("README.md")
+	b, err := os.ReadFile("docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(b)
-	i := strings.Index(s, "\n### Roles and grants\n")
+	i := strings.Index(s, "\n## Roles and grants\n")
 	if i < 0 {
-		t.Fatal(`README.md has no "### Roles and grants" section`)
+		t.Fatal(`docs/operations.md has no "## Roles and grants" section`)
 	}
 	s = s[i+1:]
 	if j := regexp.MustCompile(`\n##+ `).FindStringIndex(s[1:]); j != nil {
@@ -50,16 +51,16 @@ func grantStatements(sql string) []string {
 	return out
 }
 
-// TestGrantsMatchStep keeps the README's grants and .ci/step-roles, which
+// TestGrantsMatchStep keeps the grants of docs/operations.md and .ci/step-roles, which
 // runs the tests as the application role with them, in step: the step's
-// grants to the application role, with the README's names for role and
-// database, are the README's, statement for statement. And every table,
+// grants to the application role, with the page's names for role and
+// database, are the page's, statement for statement. And every table,
 // sequence and function the migrations leave behind is named in the
 // section, granted or said to need no grant.
 func TestGrantsMatchStep(t *testing.T) {
 	text, readme := readmeGrants(t)
 	if len(readme) == 0 {
-		t.Fatal("the README's Roles and grants section has no GRANT statements in sql blocks")
+		t.Fatal("the Roles and grants section of docs/operations.md has no GRANT statements in sql blocks")
 	}
 	b, err := os.ReadFile(".ci/step-roles")
 	if err != nil {
@@ -87,12 +88,12 @@ func TestGrantsMatchStep(t *testing.T) {
 	}
 	for _, st := range step {
 		if !slices.Contains(readme, st) {
-			t.Errorf(".ci/step-roles grants what the README does not:\n\t%s;", st)
+			t.Errorf(".ci/step-roles grants what docs/operations.md does not:\n\t%s;", st)
 		}
 	}
 	for _, st := range readme {
 		if !slices.Contains(step, st) {
-			t.Errorf("the README grants what .ci/step-roles does not (so no test runs with it):\n\t%s;", st)
+			t.Errorf("docs/operations.md grants what .ci/step-roles does not (so no test runs with it):\n\t%s;", st)
 		}
 	}
 
@@ -120,7 +121,7 @@ func TestGrantsMatchStep(t *testing.T) {
 		}
 		for _, obj := range slices.Sorted(maps.Keys(left)) {
 			if !strings.Contains(text, obj) {
-				t.Errorf("%s creates %s, which the README's Roles and grants does not name", left[obj], obj)
+				t.Errorf("%s creates %s, which the Roles and grants of docs/operations.md does not name", left[obj], obj)
 			}
 		}
 	}

@@ -55,6 +55,15 @@ func TestReadmeExamples(t *testing.T) {
 	if len(matches) == 0 {
 		t.Fatal("README.md has no example blocks")
 	}
+	// Every Go block is one of them: none is code nothing runs.
+	if n := bytes.Count(readme, []byte("```go\n")); n != len(matches) {
+		t.Errorf("README.md has %d Go blocks, %d of them marked with the code they come from", n, len(matches))
+	}
+	// A user's guide, not a record: evidence, figures and operations
+	// live in docs/.
+	if n := bytes.Count(readme, []byte("\n")); n > 350 {
+		t.Errorf("README.md has %d lines, more than 350: move the detail to docs/", n)
+	}
 	var out bytes.Buffer
 	last := 0
 	for _, m := range matches {
