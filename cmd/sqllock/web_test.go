@@ -4,14 +4,17 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -433,4 +436,79 @@ func TestWebEscapesAndCSP(t *testing.T) {
 		t.Errorf("the chart is labelled %q", got)
 	}
 	screenshot(t, ctx, "web-escaped.png")
+}
+
+// TestWebStatementsPerRefresh measures the page's cost to the database:
+// the statements one refresh sends, counted by the driver (countingDB),
+// with one lock held; and that a second page within half a refresh
+// interval is served from the same read, sending none. docs/web.md
+// states these figures.
+func TestWebStatementsPerRefresh(t *testing.T) {
+	// PostgreSQL: the three lock tables, pg_locks, the waiting and the
+	// listening sessions, the audit trail. MySQL: the tables,
+	// @@performance_schema (and its locks where it is on), the audit
+	// trail. SQLite: the tables and the audit trail.
+	want := map[sqllock.Dialect]int64{sqllock.Postgres: 7, sqllock.MySQL: 5, sqllock.MySQLCommon: 5, sqllock.SQLite: 4}
+	forEachDB(t, func(t *testing.T, d dbTarget) {
+		sqllockCmd(t, "migrate", "up", "--dsn", d.dsn).want(t, 0)
+		if d.dialect.IsMySQL() {
+			var ps int64
+			if err := d.db.QueryRow(`SELECT @@performance_schema`).Scan(&ps); err != nil {
+				t.Fatal(err)
+			}
+			want[d.dialect] += ps
+		}
+		tg, err := dbFlags{dsn: d.dsn}.resolve()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n atomic.Int64
+		db, err := countingDB(tg, &n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		l, err := tablelock.New(d.db, d.dialect, tablelock.WithNotify(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		lease, err := l.Acquire(context.Background(), "counted/"+fmt.Sprintf("%x", rand.Uint32()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lease.Release(context.Background())
+
+		const every = time.Second
+		srv := httptest.NewServer(sqlweb.Handler(db, d.dialect, sqlweb.WithRefresh(every)))
+		defer srv.Close()
+		get := func() {
+			t.Helper()
+			resp, err := http.Get(srv.URL + "/fragment")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "counted/") || strings.Contains(string(body), "failed") {
+				t.Fatalf("GET /fragment: %s\n%s", resp.Status, body)
+			}
+		}
+		get() // the first also opens the readers: not a refresh
+		for range 2 {
+			time.Sleep(every/2 + 50*time.Millisecond)
+			before := n.Load()
+			get()
+			per := n.Load() - before
+			t.Logf("%v: %d statements per refresh", d.dialect, per)
+			if per != want[d.dialect] {
+				t.Errorf("%v: a refresh sent %d statements; docs/web.md says %d", d.dialect, per, want[d.dialect])
+			}
+			before = n.Load()
+			get()
+			if again := n.Load() - before; again != 0 {
+				t.Errorf("%v: a second page within half a refresh sent %d statements, want 0", d.dialect, again)
+			}
+		}
+	})
 }
