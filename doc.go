@@ -28,7 +28,7 @@
 // reaper (deletes expired rows of the lock table), migrations (the
 // schema, as goose migrations embedded in the module), and pgxq (a pgx
 // transaction as the Querier that fence, rowlock.LockRows and optimistic
-// take). The README has recipes: a nightly job in N replicas, a
+// take). docs/recipes.md has recipes: a nightly job in N replicas, a
 // multi-item order, a long-running worker.
 //
 // Errors are matched with errors.Is against the sentinels below: the three

@@ -38,7 +38,7 @@ var envLocks = map[sqllock.Dialect]string{
 	sqllock.MySQLCommon: "SQLLOCK_LOCKS_MYSQL_DSN",
 }
 
-// TestLeastPrivilege, run as the application role of the README's "Roles
+// TestLeastPrivilege, run as the application role of docs/operations.md's "Roles
 // and grants": the role is no superuser and cannot signal other backends
 // (PostgreSQL) and has no SUPER or PROCESS (MariaDB), yet takes and
 // releases a lock, and uses every feature the grants list (semaphore,
@@ -127,7 +127,7 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 }
 
-// everyFeature uses, as app's role, each feature the README's grants
+// everyFeature uses, as app's role, each feature the grants of docs/operations.md
 // list beyond tablelock, failing with the feature's name.
 func everyFeature(t *testing.T, app *testdb.DB, key string) {
 	t.Helper()
@@ -243,7 +243,7 @@ func everyFeature(t *testing.T, app *testdb.DB, key string) {
 
 // locksOnly checks, as a role with tablelock's grants alone (dsn), that
 // each newer feature is refused with the server's permission error naming
-// the table the README grants it and the key, and leaves nothing held.
+// the table docs/operations.md grants it and the key, and leaves nothing held.
 func locksOnly(t *testing.T, app *testdb.DB, dsn, key string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -338,7 +338,7 @@ func locksOnly(t *testing.T, app *testdb.DB, dsn, key string) {
 }
 
 // checkUnprivileged fails the test unless db's role is as small as the
-// README says the application role may be.
+// docs/operations.md says the application role may be.
 func checkUnprivileged(t *testing.T, db *testdb.DB) {
 	t.Helper()
 	ctx := context.Background()

@@ -128,7 +128,7 @@ const (
 // MinVersion returns the oldest server version sqllock supports for d,
 // and "" for an unknown dialect. This is the one place the floors are
 // stated; a test checks them against the features the statements use and
-// the servers the tests run on, and the README quotes them.
+// the servers the tests run on, and the README's "Supported databases" quotes them.
 //
 //   - PostgreSQL 13: pg_current_xact_id (rowlock's loss check).
 //   - MariaDB 10.6: sequences (10.3) and INSERT ... RETURNING (10.5); 10.5

@@ -19,8 +19,8 @@
 // An application that only needs a *sql.DB for the Lockers can also open
 // one over its pool with stdlib.OpenDBFromPool (package
 // github.com/jackc/pgx/v5/stdlib): every sqllock package then works on it
-// as on any *sql.DB, and its connections are the pool's. The README's
-// section on pgx says what each strategy takes from the pool.
+// as on any *sql.DB, and its connections are the pool's. The pgx
+// section of docs/recipes.md says what each strategy takes from the pool.
 package pgxq
 
 import (

@@ -11,7 +11,7 @@
 //
 // The job's write is fenced: it is applied only if no later run has
 // written, so a replica paused past its hold cannot overwrite its
-// successor's result. The README's nightly-job recipe is this program's
+// successor's result. The nightly-job recipe in docs/recipes.md is this program's
 // replica function; main_test.go runs three replicas on every dialect.
 package main
 

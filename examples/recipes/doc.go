@@ -1,4 +1,4 @@
-// Package recipes holds the README's task recipes as code the test suite
+// Package recipes holds the task recipes of docs/recipes.md as code the test suite
 // runs: a multi-item order (rowlock.LockRows in one transaction, through
 // database/sql, sqlx and pgx; and tablelock with AcquireAll and a fence
 // per item for work outside the database), a long-running worker

@@ -1,6 +1,6 @@
 // Package telemetry is the one place the module speaks OpenTelemetry: the
 // instruments every strategy records on, the spans of Acquire and Release,
-// and the attribute names they share (see the README's "Observability").
+// and the attribute names they share (see docs/observability.md).
 //
 // It depends on the OpenTelemetry API only. Without a provider in the
 // options it uses the global ones, which do nothing until the application
