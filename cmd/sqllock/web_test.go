@@ -21,6 +21,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/jobguard"
 	"github.com/sqllock/sqllock/sqlweb"
 	"github.com/sqllock/sqllock/tablelock"
@@ -511,4 +512,42 @@ func TestWebStatementsPerRefresh(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestPgBouncerWeb: through PgBouncer in transaction mode
+// (sqllock_pooler=transaction), the page lists a lock held by another
+// process through the same proxy, with its holder and token, and drops it
+// once released.
+func TestPgBouncerWeb(t *testing.T) {
+	testdb.PgBouncer(t) // migrates the database behind it; skips without one
+	dsn := withPooler(t, os.Getenv(testdb.EnvPgBouncer))
+	ctx := browser(t)
+	checkWebThrough(t, ctx, dsn)
+}
+
+// TestWebPoolerMode: sqllock_pooler=transaction straight to PostgreSQL
+// (no proxy): the page reads in the pooler mode (no session state, no
+// pg_stat_activity) and still lists and drops a hold.
+func TestWebPoolerMode(t *testing.T) {
+	ctx := browser(t)
+	d := migrated(t, sqllock.Postgres)
+	checkWebThrough(t, ctx, withPooler(t, d.dsn))
+}
+
+func checkWebThrough(t *testing.T, ctx context.Context, dsn string) {
+	t.Helper()
+	url, _ := startWeb(t, dsn)
+	id := fmt.Sprintf("%x", rand.Uint32())
+	key, owner := "pooled/"+id, "pooled-"+id
+	holder, token := holdFrom(t, dsn, key, owner)
+	if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
+		t.Fatal(err)
+	}
+	jsUntil(t, ctx, "the held key", fmt.Sprintf(`document.querySelector(%q) !== null && document.querySelector(%q).innerText.includes(%q)`,
+		rowSel("lock", key), rowSel("lock", key), fmt.Sprintf("%s\t", owner)))
+	if txt := jsString(t, ctx, fmt.Sprintf(`document.querySelector(%q).innerText`, rowSel("lock", key))); !strings.Contains(txt, strconv.FormatInt(token, 10)) {
+		t.Errorf("the row reads %q: no token %d", txt, token)
+	}
+	holder.release(t)
+	jsUntil(t, ctx, "the released key gone", fmt.Sprintf(`document.querySelector(%q) === null`, rowSel("lock", key)))
 }
