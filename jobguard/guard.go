@@ -64,8 +64,9 @@ func (j Job) validate() error {
 type Option func(*config) error
 
 type config struct {
-	table string
-	tel   telemetry.Options
+	table  string
+	pooler bool
+	tel    telemetry.Options
 }
 
 // WithTable names the job table (default "sqllock_jobs"), optionally
@@ -73,6 +74,20 @@ type config struct {
 func WithTable(name string) Option {
 	return func(c *config) error {
 		c.table = name
+		return nil
+	}
+}
+
+// WithTransactionPooler makes the Guard work through a transaction-pooling
+// proxy (PgBouncer with pool_mode = transaction): its statements run
+// unprepared, since before PgBouncer 1.21 a statement prepared on one turn
+// of a server session is missing on the next, or collides with another
+// client's of the same name. A Guard keeps no session state and has no
+// waiters, so nothing else changes. With pgx, also put
+// default_query_exec_mode=exec (or simple_protocol) in the DSN.
+func WithTransactionPooler() Option {
+	return func(c *config) error {
+		c.pooler = true
 		return nil
 	}
 }
@@ -104,7 +119,7 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Guard, error) {
 	}
 	// Jobs have no waiters to wake: a replica that skips waits for its
 	// next firing.
-	tbl, err := rowlease.Open(db, d, rowlease.Config{Table: cfg.table})
+	tbl, err := rowlease.Open(db, d, rowlease.Config{Table: cfg.table, Unprepared: cfg.pooler})
 	if err != nil {
 		return nil, fmt.Errorf("jobguard: %w", err)
 	}
