@@ -12,8 +12,6 @@ import (
 	"sync"
 	"text/tabwriter"
 	"time"
-
-	"github.com/sqllock/sqllock"
 )
 
 // benchSide is one measurement of the library or of the raw SQL.
@@ -50,13 +48,16 @@ type benchResult struct {
 }
 
 type benchReport struct {
-	Database   string        `json:"database"`
-	Dialect    string        `json:"dialect"`
-	DurationMS int64         `json:"duration_ms"`
-	Clients    int           `json:"clients"`
-	Handoffs   int           `json:"handoffs"`
-	Results    []benchResult `json:"results"`
-	Skipped    []skip        `json:"skipped"`
+	Database   string `json:"database"`
+	Dialect    string `json:"dialect"`
+	DurationMS int64  `json:"duration_ms"`
+	Clients    int    `json:"clients"`
+	Handoffs   int    `json:"handoffs"`
+	// Pooler: through a transaction pooler (sqllock_pooler=transaction),
+	// both sides in the forms that work there.
+	Pooler  bool          `json:"transaction_pooler,omitempty"`
+	Results []benchResult `json:"results"`
+	Skipped []skip        `json:"skipped"`
 }
 
 type benchConfig struct {
@@ -89,20 +90,20 @@ func cmdBench(ctx context.Context, args []string, e env) error {
 		return fail(exitUsage, "bench: --duration must be positive, --clients and --handoffs at least 1")
 	}
 	return withDB(ctx, df, needMigrated, func(t target, db *sql.DB) error {
-		if t.pooler {
-			return fail(exitUnsupported, "bench through a transaction pooler (%s=transaction) is not served yet: its raw baselines hold session locks and prepared statements; bench the server itself", poolerParam)
-		}
 		run, skipped, err := pick(*strat, t.dialect, func(s strategy) bool { return s.bench != nil })
 		if err != nil {
 			return err
 		}
 		rep := benchReport{Database: t.display, Dialect: t.dialect.String(), DurationMS: cfg.duration.Milliseconds(),
-			Clients: cfg.clients, Handoffs: cfg.handoffs, Results: []benchResult{}, Skipped: skipped}
+			Clients: cfg.clients, Handoffs: cfg.handoffs, Pooler: t.pooler, Results: []benchResult{}, Skipped: skipped}
 		if !*asJSON {
 			fmt.Fprintf(e.stdout, "bench on %s: %v per rate, %d hot-key clients, %d handoffs\n", t.display, cfg.duration, cfg.clients, cfg.handoffs)
+			if t.pooler {
+				fmt.Fprintf(e.stdout, "through a transaction pooler (%s=transaction): both sides unprepared, waiters polling, advisory locks in transactions\n", poolerParam)
+			}
 		}
 		for _, s := range run {
-			res, err := benchStrategy(ctx, db, t.dialect, s, cfg)
+			res, err := benchStrategy(ctx, db, t, s, cfg)
 			if err != nil {
 				return fmt.Errorf("bench %s: %v", s.name, err)
 			}
@@ -195,8 +196,8 @@ func benchKey(what string) string {
 }
 
 // benchStrategy measures s and its raw SQL, one after the other, in this run.
-func benchStrategy(ctx context.Context, db *sql.DB, d sqllock.Dialect, s strategy, cfg benchConfig) (res benchResult, err error) {
-	plan, err := s.bench(ctx, db, d)
+func benchStrategy(ctx context.Context, db *sql.DB, t target, s strategy, cfg benchConfig) (res benchResult, err error) {
+	plan, err := s.bench(ctx, db, t.dialect, t.pooler)
 	if err != nil {
 		return res, err
 	}
@@ -285,7 +286,7 @@ func benchStrategy(ctx context.Context, db *sql.DB, d sqllock.Dialect, s strateg
 		if m.sd.retries != nil {
 			before = m.sd.retries.Load()
 		}
-		turns, el, err := hotKey(ctx, cfg.clients, cfg.duration, func(ctx context.Context, i int) error {
+		turns, el, err := hotKey(ctx, cfg.clients, cfg.duration, t.pooler, func(ctx context.Context, i int) error {
 			if err := m.clients[i].acquire(ctx, k); err != nil {
 				return err
 			}
@@ -416,8 +417,13 @@ func percentiles(lat []time.Duration) (p50, p99 float64) {
 }
 
 // hotKey runs clients loops of op on one key for d and counts each
-// client's turns.
-func hotKey(ctx context.Context, clients int, d time.Duration, op func(ctx context.Context, client int) error) ([]int, time.Duration, error) {
+// client's turns. An op still waiting at the end is cut off, unless drain:
+// then each client's last op runs to its end (one turn each at most),
+// and so does the run. Behind a transaction pooler that is the way: a
+// statement cut off there makes pgx send a cancel request as it closes
+// the connection, and PgBouncer 1.18 can die of the race between the two
+// (pgbouncer/pgbouncer#801).
+func hotKey(ctx context.Context, clients int, d time.Duration, drain bool, op func(ctx context.Context, client int) error) ([]int, time.Duration, error) {
 	turns := make([]int, clients)
 	errs := make([]error, clients)
 	stop := time.Now().Add(d)
@@ -427,6 +433,9 @@ func hotKey(ctx context.Context, clients int, d time.Duration, op func(ctx conte
 		wg.Go(func() {
 			for time.Now().Before(stop) {
 				wctx, cancel := context.WithDeadline(ctx, stop)
+				if drain {
+					wctx, cancel = context.WithCancel(ctx)
+				}
 				err := op(wctx, i)
 				cancel()
 				if err != nil {

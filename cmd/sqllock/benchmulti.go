@@ -54,39 +54,52 @@ type multiResult struct {
 	// dialect has it; only its hot-key fields are set.
 	Fair      *multiSide `json:"fair,omitempty"`
 	FairRatio float64    `json:"fair_hot_key_ratio,omitempty"`
+	// FairSkipped says why the dialect's fair order was not run.
+	FairSkipped string `json:"fair_skipped,omitempty"`
 }
 
 // multiPlan opens the clients of both sides on a pool of their own.
 type multiPlan struct {
 	lib, raw func(ctx context.Context, db *sql.DB) (contender, error)
-	// fair, when set, is the lib side in fair order, for the hot key.
-	fair   func(ctx context.Context, db *sql.DB) (contender, error)
-	rawSQL string
-	close  func()
+	// fair, when set, is the lib side in fair order, for the hot key;
+	// fairSkipped says why it is not.
+	fair        func(ctx context.Context, db *sql.DB) (contender, error)
+	fairSkipped string
+	rawSQL      string
+	close       func()
 }
 
 // rawPollEvery is how often a raw lock-table waiter tries again.
 const rawPollEvery = time.Millisecond
 
-// multiPlanFor returns the multi-client plan of strategy name, nil when
-// it has none.
-func multiPlanFor(ctx context.Context, db *sql.DB, d sqllock.Dialect, name string) (*multiPlan, error) {
+// multiPlanFor returns the multi-client plan of strategy name on t, nil
+// when it has none.
+func multiPlanFor(ctx context.Context, db *sql.DB, t target, name string) (*multiPlan, error) {
+	d, pooler := t.dialect, t.pooler
 	switch name {
 	case "tablelock":
 		if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS sqllock_bench_raw (lock_key varchar(255) NOT NULL PRIMARY KEY)`); err != nil {
 			return nil, fmt.Errorf("creating the raw lock table: %v", err)
 		}
 		var fair func(context.Context, *sql.DB) (contender, error)
-		if d == sqllock.Postgres {
+		var fairSkipped string
+		switch {
+		case d == sqllock.Postgres && pooler:
+			fairSkipped = "the next waiter is called by LISTEN, which does not reach a client through a transaction pooler"
+		case d == sqllock.Postgres:
 			fair = func(_ context.Context, db *sql.DB) (contender, error) {
-				return newLockerClient(db, d, newFairTablelock)
+				return newLockerClient(db, d, false, newFairTablelock)
 			}
 		}
 		return &multiPlan{
-			lib:    func(_ context.Context, db *sql.DB) (contender, error) { return newLockerClient(db, d, newTablelock) },
-			raw:    func(ctx context.Context, db *sql.DB) (contender, error) { return openRawTable(ctx, db, d) },
-			fair:   fair,
-			rawSQL: "a bare lock table: " + rawTableSQL(d).take + " / DELETE, waiters polling every " + rawPollEvery.String(),
+			lib: func(_ context.Context, db *sql.DB) (contender, error) {
+				return newLockerClient(db, d, pooler, newTablelock)
+			},
+			raw:         func(ctx context.Context, db *sql.DB) (contender, error) { return openRawTable(ctx, db, d, pooler) },
+			fair:        fair,
+			fairSkipped: fairSkipped,
+			rawSQL: "a bare lock table: " + rawTableSQL(d).take + " / DELETE, " + preparedOnce(pooler) +
+				", waiters polling every " + rawPollEvery.String(),
 			close: func() {
 				ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 				defer cancel()
@@ -95,21 +108,23 @@ func multiPlanFor(ctx context.Context, db *sql.DB, d sqllock.Dialect, name strin
 		}, nil
 	case "advisory":
 		q, rawSQL := rawAdvisorySQL(d)
+		if pooler {
+			// Session locks would stay on the proxy's server sessions.
+			return &multiPlan{
+				lib:    func(_ context.Context, db *sql.DB) (contender, error) { return newAdvisoryTxClient(db, d) },
+				raw:    func(_ context.Context, db *sql.DB) (contender, error) { return newRawAdvisoryTx(db, q) },
+				rawSQL: "BEGIN; " + q.lockTx + "; COMMIT per turn, " + preparedOnce(pooler) + "; waiters block in the server",
+			}, nil
+		}
 		return &multiPlan{
-			lib:    func(_ context.Context, db *sql.DB) (contender, error) { return newLockerClient(db, d, newAdvisory) },
+			lib: func(_ context.Context, db *sql.DB) (contender, error) {
+				return newLockerClient(db, d, false, newAdvisory)
+			},
 			raw:    func(ctx context.Context, db *sql.DB) (contender, error) { return openRawAdvisory(ctx, db, d, q) },
 			rawSQL: rawSQL + " on one pinned session per client; waiters block in the server",
 		}, nil
 	}
 	return nil, nil
-}
-
-func newLockerClient(db *sql.DB, d sqllock.Dialect, newLocker func(*sql.DB, sqllock.Dialect, bool) (sqllock.Locker, func(), error)) (contender, error) {
-	l, closeFn, err := newLocker(db, d, false)
-	if err != nil {
-		return nil, err
-	}
-	return &lockerClient{l: l, closeFn: closeFn}, nil
 }
 
 type rawTableStmts struct{ take, free string }
@@ -127,16 +142,16 @@ func rawTableSQL(d sqllock.Dialect) rawTableStmts {
 // rawTable is a bare lock table: a row is the lock, a waiter inserts
 // again every rawPollEvery.
 type rawTable struct {
-	take, free *sql.Stmt
+	take, free *rawStmt
 	key        string
 }
 
-func openRawTable(ctx context.Context, db *sql.DB, d sqllock.Dialect) (*rawTable, error) {
+func openRawTable(ctx context.Context, db *sql.DB, d sqllock.Dialect, unprepared bool) (*rawTable, error) {
 	q := rawTableSQL(d)
 	r := &rawTable{}
 	var err error
-	if r.take, err = db.PrepareContext(ctx, q.take); err == nil {
-		r.free, err = db.PrepareContext(ctx, q.free)
+	if r.take, err = prepareRaw(ctx, db, q.take, unprepared); err == nil {
+		r.free, err = prepareRaw(ctx, db, q.free, unprepared)
 	}
 	if err != nil {
 		r.close()
@@ -147,7 +162,7 @@ func openRawTable(ctx context.Context, db *sql.DB, d sqllock.Dialect) (*rawTable
 
 func (r *rawTable) acquire(ctx context.Context, key string) error {
 	for {
-		res, err := r.take.ExecContext(ctx, key)
+		res, err := r.take.exec(ctx, nil, key)
 		if err != nil && !sqlutil.IsRetryable(err) {
 			return err
 		}
@@ -168,17 +183,11 @@ func (r *rawTable) acquire(ctx context.Context, key string) error {
 }
 
 func (r *rawTable) release(ctx context.Context) error {
-	_, err := r.free.ExecContext(context.WithoutCancel(ctx), r.key)
+	_, err := r.free.exec(context.WithoutCancel(ctx), nil, r.key)
 	return err
 }
 
-func (r *rawTable) close() {
-	for _, st := range []*sql.Stmt{r.take, r.free} {
-		if st != nil {
-			st.Close()
-		}
-	}
-}
+func (r *rawTable) close() { closeRaw(r.take, r.free) }
 
 // clientPool is one client's *sql.DB and what it opened on it.
 type clientPool struct {
@@ -221,14 +230,14 @@ func contenders(ps []clientPool) []contender {
 // benchMulti runs the multi-client cases of strategy name, each side in
 // turn, in this run.
 func benchMulti(ctx context.Context, t target, db *sql.DB, name string, cfg benchConfig) (*multiResult, error) {
-	plan, err := multiPlanFor(ctx, db, t.dialect, name)
+	plan, err := multiPlanFor(ctx, db, t, name)
 	if err != nil || plan == nil {
 		return nil, err
 	}
 	if plan.close != nil {
 		defer plan.close()
 	}
-	res := &multiResult{Clients: cfg.clients, RawSQL: plan.rawSQL, IdleWindow: cfg.idle.Seconds()}
+	res := &multiResult{Clients: cfg.clients, RawSQL: plan.rawSQL, IdleWindow: cfg.idle.Seconds(), FairSkipped: plan.fairSkipped}
 	sides := []struct {
 		open func(context.Context, *sql.DB) (contender, error)
 		out  *multiSide
@@ -278,7 +287,7 @@ func benchMulti(ctx context.Context, t target, db *sql.DB, name string, cfg benc
 	}
 	if cfg.idle > 0 {
 		for i, s := range sides {
-			qps, err := idleWaiter(ctx, t, s.open, pools[i][0].c, cfg.idle)
+			qps, err := idleWaiter(ctx, t, s.open, pools[i][0].c, cfg.idle, t.pooler)
 			if err != nil {
 				return nil, fmt.Errorf("idle waiter (%s): %v", s.name, err)
 			}
@@ -287,7 +296,7 @@ func benchMulti(ctx context.Context, t target, db *sql.DB, name string, cfg benc
 	}
 	// Last: a raw waiter cut off by the end of the run loses its pinned session.
 	for i, s := range sides {
-		if err := multiHot(ctx, contenders(pools[i]), "multi-hot-"+s.name, cfg.duration, s.out); err != nil {
+		if err := multiHot(ctx, contenders(pools[i]), "multi-hot-"+s.name, cfg.duration, t.pooler, s.out); err != nil {
 			return nil, err
 		}
 	}
@@ -313,7 +322,7 @@ func benchMulti(ctx context.Context, t target, db *sql.DB, name string, cfg benc
 			return nil, err
 		}
 		res.Fair = &multiSide{}
-		if err := multiHot(ctx, contenders(fair), "multi-hot-fair", cfg.duration, res.Fair); err != nil {
+		if err := multiHot(ctx, contenders(fair), "multi-hot-fair", cfg.duration, false, res.Fair); err != nil {
 			return nil, err
 		}
 	}
@@ -349,10 +358,10 @@ func warmClients(ctx context.Context, cs []contender) error {
 }
 
 // multiHot runs the clients cs on one key for d and records the rate and
-// each client's share in out.
-func multiHot(ctx context.Context, cs []contender, name string, d time.Duration, out *multiSide) error {
+// each client's share in out; drain as for hotKey.
+func multiHot(ctx context.Context, cs []contender, name string, d time.Duration, drain bool, out *multiSide) error {
 	k := benchKey(name)
-	turns, el, err := hotKey(ctx, len(cs), d, func(ctx context.Context, c int) error {
+	turns, el, err := hotKey(ctx, len(cs), d, drain, func(ctx context.Context, c int) error {
 		if err := cs[c].acquire(ctx, k); err != nil {
 			return err
 		}
@@ -395,8 +404,9 @@ func distinctKeys(ctx context.Context, cs []contender, d time.Duration) (int, ti
 }
 
 // idleWaiter counts the statements a waiter on its own pool sends while
-// holder keeps the key for window.
-func idleWaiter(ctx context.Context, t target, open func(context.Context, *sql.DB) (contender, error), holder contender, window time.Duration) (float64, error) {
+// holder keeps the key for window. The wait is cut off at the end, or,
+// with drain, ended by the holder's release.
+func idleWaiter(ctx context.Context, t target, open func(context.Context, *sql.DB) (contender, error), holder contender, window time.Duration, drain bool) (float64, error) {
 	var n atomic.Int64
 	db, err := countingDB(t, &n)
 	if err != nil {
@@ -412,8 +422,14 @@ func idleWaiter(ctx context.Context, t target, open func(context.Context, *sql.D
 	if err := holder.acquire(ctx, key); err != nil {
 		return 0, err
 	}
-	defer holder.release(ctx)
+	held := true
+	defer func() {
+		if held {
+			holder.release(ctx)
+		}
+	}()
 	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- w.acquire(wctx, key) }()
 	// Settle first: the waiter's opening statements are not its idle load.
@@ -421,12 +437,32 @@ func idleWaiter(ctx context.Context, t target, open func(context.Context, *sql.D
 	before, start := n.Load(), time.Now()
 	time.Sleep(window)
 	qps := float64(n.Load()-before) / time.Since(start).Seconds()
-	cancel()
-	if err := <-done; err == nil {
-		w.release(ctx)
-		return 0, errors.New("the waiter took a held key")
+	if !drain {
+		cancel()
+		if err := <-done; err == nil {
+			w.release(ctx)
+			return 0, errors.New("the waiter took a held key")
+		}
+		return qps, nil
 	}
-	return qps, nil
+	// The wait ends by the release, not cut off (see hotKey).
+	select {
+	case err := <-done:
+		if err == nil {
+			w.release(ctx)
+			return 0, errors.New("the waiter took a held key")
+		}
+		return 0, err
+	default:
+	}
+	held = false
+	if err := holder.release(ctx); err != nil {
+		return 0, err
+	}
+	if err := <-done; err != nil {
+		return 0, fmt.Errorf("the waiter did not take the freed key: %v", err)
+	}
+	return qps, w.release(ctx)
 }
 
 // xprocHandoff times release → a waiter in a child process returns, n
@@ -522,7 +558,7 @@ func waiterWorker(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	return withDB(ctx, df, needMigrated, func(t target, db *sql.DB) error {
-		plan, err := multiPlanFor(ctx, db, t.dialect, *name)
+		plan, err := multiPlanFor(ctx, db, t, *name)
 		if err != nil {
 			return err
 		}
@@ -592,6 +628,9 @@ func printMulti(w io.Writer, r *multiResult) {
 		fmt.Fprintf(tw, "fair order: shares\t%s\t%s\t\t\n", shares(f.HotShares), shares(r.Raw.HotShares))
 	}
 	tw.Flush()
+	if r.FairSkipped != "" {
+		fmt.Fprintf(w, "fair order: skipped, %s\n", r.FairSkipped)
+	}
 	fmt.Fprintf(w, "(raw SQL: %s)\n", r.RawSQL)
 }
 

@@ -52,15 +52,19 @@ type contender interface {
 }
 
 // lockerSide is the library side of a strategy with a Locker: one Locker
-// per client.
-func lockerSide(db *sql.DB, d sqllock.Dialect, newLocker func(*sql.DB, sqllock.Dialect, bool) (sqllock.Locker, func(), error)) side {
+// per client, made for a transaction pooler with pooler.
+func lockerSide(db *sql.DB, d sqllock.Dialect, pooler bool, newLocker func(*sql.DB, sqllock.Dialect, bool) (sqllock.Locker, func(), error)) side {
 	return side{open: func(context.Context) (contender, error) {
-		l, closeFn, err := newLocker(db, d, false)
-		if err != nil {
-			return nil, err
-		}
-		return &lockerClient{l: l, closeFn: closeFn}, nil
+		return newLockerClient(db, d, pooler, newLocker)
 	}}
+}
+
+func newLockerClient(db *sql.DB, d sqllock.Dialect, pooler bool, newLocker func(*sql.DB, sqllock.Dialect, bool) (sqllock.Locker, func(), error)) (contender, error) {
+	l, closeFn, err := newLocker(db, d, pooler)
+	if err != nil {
+		return nil, err
+	}
+	return &lockerClient{l: l, closeFn: closeFn}, nil
 }
 
 type lockerClient struct {
@@ -94,19 +98,84 @@ func (c *lockerClient) close() {
 // cleanupTimeout bounds the statements that drop what a bench made.
 const cleanupTimeout = 10 * time.Second
 
+// rawStmt is a statement of a raw side: prepared once, or, behind a
+// transaction pooler, its text run unprepared each time. A prepared
+// statement lives on one server session, which the proxy hands from client
+// to client: the next turn may not have it, or have another client's of
+// the same name.
+type rawStmt struct {
+	db *sql.DB
+	q  string
+	st *sql.Stmt // nil: unprepared
+}
+
+func prepareRaw(ctx context.Context, db *sql.DB, q string, unprepared bool) (*rawStmt, error) {
+	if unprepared {
+		return &rawStmt{db: db, q: q}, nil
+	}
+	st, err := db.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return &rawStmt{db: db, q: q, st: st}, nil
+}
+
+// queryRow runs s in tx, or on its pool when tx is nil.
+func (s *rawStmt) queryRow(ctx context.Context, tx *sql.Tx, args ...any) *sql.Row {
+	switch {
+	case s.st == nil && tx != nil:
+		return tx.QueryRowContext(ctx, s.q, args...)
+	case s.st == nil:
+		return s.db.QueryRowContext(ctx, s.q, args...)
+	case tx != nil:
+		return tx.StmtContext(ctx, s.st).QueryRowContext(ctx, args...)
+	}
+	return s.st.QueryRowContext(ctx, args...)
+}
+
+// exec runs s in tx, or on its pool when tx is nil.
+func (s *rawStmt) exec(ctx context.Context, tx *sql.Tx, args ...any) (sql.Result, error) {
+	switch {
+	case s.st == nil && tx != nil:
+		return tx.ExecContext(ctx, s.q, args...)
+	case s.st == nil:
+		return s.db.ExecContext(ctx, s.q, args...)
+	case tx != nil:
+		return tx.StmtContext(ctx, s.st).ExecContext(ctx, args...)
+	}
+	return s.st.ExecContext(ctx, args...)
+}
+
+// closeRaw closes the prepared statements of ss; nil ones are skipped.
+func closeRaw(ss ...*rawStmt) {
+	for _, s := range ss {
+		if s != nil && s.st != nil {
+			s.st.Close()
+		}
+	}
+}
+
+// preparedOnce says how a raw side runs its statements, for its line.
+func preparedOnce(pooler bool) string {
+	if pooler {
+		return "unprepared (transaction pooler)"
+	}
+	return "prepared once"
+}
+
 // benchTablelock sets tablelock beside its own statements run by hand.
-func benchTablelock(_ context.Context, db *sql.DB, d sqllock.Dialect) (*benchPlan, error) {
-	r, err := newRawTablelock(db, d)
+func benchTablelock(ctx context.Context, db *sql.DB, d sqllock.Dialect, pooler bool) (*benchPlan, error) {
+	r, err := newRawTablelock(ctx, db, d, pooler)
 	if err != nil {
 		return nil, err
 	}
 	return &benchPlan{
-		lib: lockerSide(db, d, newTablelock),
+		lib: lockerSide(db, d, pooler, newTablelock),
 		raw: side{open: func(context.Context) (contender, error) {
 			return &rawTablelockClient{r: r, owner: identity.NewOwner()}, nil
 		}},
 		op:     "acquire+release",
-		rawSQL: "tablelock's statements by hand, prepared once; waiters retry at once, without sleeping",
+		rawSQL: "tablelock's statements by hand, " + preparedOnce(pooler) + "; waiters retry at once, without sleeping",
 		close:  r.close,
 	}, nil
 }
@@ -144,13 +213,14 @@ func (c *rawTablelockClient) release(ctx context.Context) error {
 func (c *rawTablelockClient) close() {}
 
 // rawTablelock is tablelock's uncontended path written out by hand, each
-// statement prepared once: the floor tablelock is measured against.
+// statement prepared once (but behind a transaction pooler): the floor
+// tablelock is measured against.
 type rawTablelock struct {
 	d        sqllock.Dialect
 	db       *sql.DB
-	acq, rel *sql.Stmt
-	fence    *sql.Stmt // SQLite
-	free     *sql.Stmt // the take of a free row, tried first (PostgreSQL, MariaDB)
+	acq, rel *rawStmt
+	fence    *rawStmt // SQLite
+	free     *rawStmt // the take of a free row, tried first (PostgreSQL, MariaDB)
 }
 
 // rawTablelockSQL is the text of rawTablelock's statements on one dialect;
@@ -209,28 +279,20 @@ WHERE t.expires_at <= ` + now + ` RETURNING token`
 	return rawTablelockSQL{acq: acq, free: free, rel: rel, fence: fence}, nil
 }
 
-func newRawTablelock(db *sql.DB, d sqllock.Dialect) (*rawTablelock, error) {
+func newRawTablelock(ctx context.Context, db *sql.DB, d sqllock.Dialect, unprepared bool) (*rawTablelock, error) {
 	q, err := rawTablelockStatements(d)
 	if err != nil {
 		return nil, err
 	}
-	acq, rel, fence, free := q.acq, q.rel, q.fence, q.free
 	r := &rawTablelock{d: d, db: db}
-	if r.acq, err = db.Prepare(acq); err != nil {
-		return nil, err
-	}
-	if r.rel, err = db.Prepare(rel); err != nil {
-		r.close()
-		return nil, err
-	}
 	for _, p := range []struct {
 		q  string
-		st **sql.Stmt
-	}{{fence, &r.fence}, {free, &r.free}} {
+		st **rawStmt
+	}{{q.acq, &r.acq}, {q.rel, &r.rel}, {q.fence, &r.fence}, {q.free, &r.free}} {
 		if p.q == "" {
 			continue
 		}
-		if *p.st, err = db.Prepare(p.q); err != nil {
+		if *p.st, err = prepareRaw(ctx, db, p.q, unprepared); err != nil {
 			r.close()
 			return nil, err
 		}
@@ -242,17 +304,17 @@ func (r *rawTablelock) try(ctx context.Context, key, owner string) (int64, bool,
 	var token int64
 	switch r.d {
 	case sqllock.Postgres:
-		err := r.free.QueryRowContext(ctx, key, owner).Scan(&token)
+		err := r.free.queryRow(ctx, nil, key, owner).Scan(&token)
 		if !errors.Is(err, sql.ErrNoRows) {
 			return token, err == nil, err
 		}
-		err = r.acq.QueryRowContext(ctx, key, owner).Scan(&token)
+		err = r.acq.queryRow(ctx, nil, key, owner).Scan(&token)
 		if errors.Is(err, sql.ErrNoRows) {
 			return 0, false, nil
 		}
 		return token, err == nil, err
 	case sqllock.MySQL:
-		res, err := r.free.ExecContext(ctx, owner, key)
+		res, err := r.free.exec(ctx, nil, owner, key)
 		if err != nil {
 			return 0, false, err
 		}
@@ -263,13 +325,13 @@ func (r *rawTablelock) try(ctx context.Context, key, owner string) (int64, bool,
 			return token, err == nil, err
 		}
 		var got string
-		err = r.acq.QueryRowContext(ctx, key, owner).Scan(&got, &token)
+		err = r.acq.queryRow(ctx, nil, key, owner).Scan(&got, &token)
 		if sqlutil.IsDeadlock(err) {
 			return 0, false, nil
 		}
 		return token, err == nil && got == owner, err
 	case sqllock.MySQLCommon:
-		res, err := r.acq.ExecContext(ctx, key, owner)
+		res, err := r.acq.exec(ctx, nil, key, owner)
 		if sqlutil.IsDeadlock(err) {
 			return 0, false, nil
 		}
@@ -284,31 +346,25 @@ func (r *rawTablelock) try(ctx context.Context, key, owner string) (int64, bool,
 		return 0, false, err
 	}
 	defer tx.Rollback()
-	err = tx.StmtContext(ctx, r.acq).QueryRowContext(ctx, key, owner).Scan(&token)
+	err = r.acq.queryRow(ctx, tx, key, owner).Scan(&token)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, tx.Commit()
 	}
 	if err != nil {
 		return 0, false, err
 	}
-	if _, err := tx.StmtContext(ctx, r.fence).ExecContext(ctx, token); err != nil {
+	if _, err := r.fence.exec(ctx, tx, token); err != nil {
 		return 0, false, err
 	}
 	return token, true, tx.Commit()
 }
 
 func (r *rawTablelock) release(ctx context.Context, key, owner string, token int64) error {
-	_, err := r.rel.ExecContext(ctx, key, owner, token)
+	_, err := r.rel.exec(ctx, nil, key, owner, token)
 	return err
 }
 
-func (r *rawTablelock) close() {
-	for _, st := range []*sql.Stmt{r.acq, r.rel, r.fence, r.free} {
-		if st != nil {
-			st.Close()
-		}
-	}
-}
+func (r *rawTablelock) close() { closeRaw(r.acq, r.rel, r.fence, r.free) }
 
 // rawRowlockStatements returns the bare row lock's statements on d: the
 // locking read and the insert of a missing row.
@@ -323,16 +379,16 @@ func rawRowlockStatements(d sqllock.Dialect) (lock, ensure string) {
 
 // benchRowlock sets rowlock beside a bare row lock in a transaction, as
 // rowlock's BenchmarkAcquireRelease does.
-func benchRowlock(ctx context.Context, db *sql.DB, d sqllock.Dialect) (*benchPlan, error) {
+func benchRowlock(ctx context.Context, db *sql.DB, d sqllock.Dialect, pooler bool) (*benchPlan, error) {
 	lock, ensure := rawRowlockStatements(d)
-	st, err := db.PrepareContext(ctx, lock)
+	st, err := prepareRaw(ctx, db, lock, pooler)
 	if err != nil {
 		return nil, err
 	}
 	// Both sides leave a row per key; prepare runs on the bench's
 	// goroutine only.
 	var keys []string
-	lib := lockerSide(db, d, newRowlock)
+	lib := lockerSide(db, d, pooler, newRowlock)
 	lib.prepare = func(_ context.Context, key string) error {
 		keys = append(keys, key)
 		return nil
@@ -340,7 +396,7 @@ func benchRowlock(ctx context.Context, db *sql.DB, d sqllock.Dialect) (*benchPla
 	return &benchPlan{
 		lib: lib,
 		raw: side{
-			open: func(context.Context) (contender, error) { return &rawRowClient{db: db, lock: st}, nil },
+			open: func(context.Context) (contender, error) { return &rawTxClient{db: db, lock: st}, nil },
 			// The raw lock needs its row: the floor is the lock, not the insert.
 			prepare: func(ctx context.Context, key string) error {
 				keys = append(keys, key)
@@ -349,30 +405,36 @@ func benchRowlock(ctx context.Context, db *sql.DB, d sqllock.Dialect) (*benchPla
 			},
 		},
 		op:     "acquire+release",
-		rawSQL: "BEGIN; SELECT ... FOR UPDATE; COMMIT on an existing row, prepared once; waiters queue in the server",
+		rawSQL: "BEGIN; SELECT ... FOR UPDATE; COMMIT on an existing row, " + preparedOnce(pooler) + "; waiters queue in the server",
 		close: func() {
-			st.Close()
+			closeRaw(st)
 			forgetRows(context.Background(), db, d, keys...)
 		},
 	}, nil
 }
 
-// rawRowClient holds a key as a row lock in its own transaction.
-type rawRowClient struct {
+// rawTxClient holds a key by a lock statement in its own transaction (a
+// row lock, or a transaction-level advisory lock), until the commit.
+type rawTxClient struct {
 	db   *sql.DB
-	lock *sql.Stmt
+	lock *rawStmt // takes the key given as its one argument, or fails
+	arg  func(key string) any
 	tx   *sql.Tx
 }
 
-func (c *rawRowClient) acquire(ctx context.Context, key string) error {
+func (c *rawTxClient) acquire(ctx context.Context, key string) error {
 	// database/sql rolls a transaction back when its context ends; this one
 	// must outlive the wait that took it.
 	tx, err := c.db.BeginTx(context.WithoutCancel(ctx), nil)
 	if err != nil {
 		return err
 	}
-	var one int
-	if err := tx.StmtContext(ctx, c.lock).QueryRowContext(ctx, key).Scan(&one); err != nil {
+	var arg any = key
+	if c.arg != nil {
+		arg = c.arg(key)
+	}
+	var ignored any
+	if err := c.lock.queryRow(ctx, tx, arg).Scan(&ignored); err != nil {
 		tx.Rollback()
 		return err
 	}
@@ -380,24 +442,36 @@ func (c *rawRowClient) acquire(ctx context.Context, key string) error {
 	return nil
 }
 
-func (c *rawRowClient) release(context.Context) error {
+func (c *rawTxClient) release(context.Context) error {
 	tx := c.tx
 	c.tx = nil
 	return tx.Commit()
 }
 
-func (c *rawRowClient) close() {
+func (c *rawTxClient) close() {
 	if c.tx != nil {
 		c.tx.Rollback()
 	}
 }
 
 // benchAdvisory sets advisory beside the blocking lock functions on a
-// pinned connection, as advisory's benchmarks do.
-func benchAdvisory(_ context.Context, db *sql.DB, d sqllock.Dialect) (*benchPlan, error) {
+// pinned connection, as advisory's benchmarks do. Behind a transaction
+// pooler, where a session lock would stay on a server session the proxy
+// hands to other clients, both sides lock in a transaction instead: the
+// Locker's AcquireTx beside pg_advisory_xact_lock, each ended by COMMIT.
+func benchAdvisory(_ context.Context, db *sql.DB, d sqllock.Dialect, pooler bool) (*benchPlan, error) {
 	q, rawSQL := rawAdvisorySQL(d)
+	if pooler {
+		return &benchPlan{
+			lib: side{open: func(context.Context) (contender, error) { return newAdvisoryTxClient(db, d) }},
+			raw: side{open: func(context.Context) (contender, error) { return newRawAdvisoryTx(db, q) }},
+			op:  "AcquireTx+COMMIT",
+			rawSQL: "BEGIN; " + q.lockTx + "; COMMIT, " + preparedOnce(pooler) +
+				"; waiters block in the server (session locks would stay on the proxy's server sessions)",
+		}, nil
+	}
 	return &benchPlan{
-		lib: lockerSide(db, d, newAdvisory),
+		lib: lockerSide(db, d, false, newAdvisory),
 		raw: side{open: func(ctx context.Context) (contender, error) { return openRawAdvisory(ctx, db, d, q) }},
 		op:  "acquire+release",
 		// The same lock ids as the Locker's, so the server does the same work.
@@ -418,13 +492,17 @@ func rawAdvisorySQL(d sqllock.Dialect) (advisorySQL, string) {
 	}
 	return advisorySQL{
 		lock: `SELECT pg_advisory_lock($1)`, unlock: `SELECT pg_advisory_unlock($1)`, unlockAll: `SELECT pg_advisory_unlock_all()`,
-		arg: func(key string) any { return advisory.PostgresKey(advisory.DefaultNamespace, key) },
+		lockTx: `SELECT pg_advisory_xact_lock($1)`,
+		arg:    func(key string) any { return advisory.PostgresKey(advisory.DefaultNamespace, key) },
 	}, "pg_advisory_lock/pg_advisory_unlock"
 }
 
 type advisorySQL struct {
 	lock, unlock, unlockAll string
-	arg                     func(key string) any // the server-side lock id or name
+	// lockTx takes the lock until the transaction ends; "" where the
+	// server has no such lock (MySQL).
+	lockTx string
+	arg    func(key string) any // the server-side lock id or name
 }
 
 // rawAdvisory holds keys as advisory locks of one pinned session.
@@ -508,6 +586,61 @@ func (c *rawAdvisory) close() {
 	c.conn.Close()
 }
 
+// newRawAdvisoryTx is a raw client that holds a key by q.lockTx in a
+// transaction of db, unprepared: the raw form that works through a
+// transaction pooler.
+func newRawAdvisoryTx(db *sql.DB, q advisorySQL) (contender, error) {
+	if q.lockTx == "" {
+		return nil, fmt.Errorf("raw advisory lock in a transaction: %w: no transaction-level advisory lock", sqllock.ErrUnsupported)
+	}
+	return &rawTxClient{db: db, lock: &rawStmt{db: db, q: q.lockTx}, arg: q.arg}, nil
+}
+
+// advisoryTxClient holds a key by the advisory Locker's transaction-level
+// form (AcquireTx), the one a Locker made for a transaction pooler serves;
+// release commits.
+type advisoryTxClient struct {
+	db      *sql.DB
+	l       *advisory.Locker
+	closeFn func()
+	tx      *sql.Tx
+}
+
+func newAdvisoryTxClient(db *sql.DB, d sqllock.Dialect) (contender, error) {
+	l, closeFn, err := newAdvisory(db, d, true)
+	if err != nil {
+		return nil, err
+	}
+	return &advisoryTxClient{db: db, l: l.(*advisory.Locker), closeFn: closeFn}, nil
+}
+
+func (c *advisoryTxClient) acquire(ctx context.Context, key string) error {
+	// The transaction must outlive the wait that took the lock.
+	tx, err := c.db.BeginTx(context.WithoutCancel(ctx), nil)
+	if err != nil {
+		return err
+	}
+	if _, err := c.l.AcquireTx(ctx, tx, key); err != nil {
+		tx.Rollback()
+		return err
+	}
+	c.tx = tx
+	return nil
+}
+
+func (c *advisoryTxClient) release(context.Context) error {
+	tx := c.tx
+	c.tx = nil
+	return tx.Commit()
+}
+
+func (c *advisoryTxClient) close() {
+	if c.tx != nil {
+		c.tx.Rollback()
+	}
+	c.closeFn()
+}
+
 // rawCASStatements returns the hand-written compare-and-swap on the demo
 // table: the read, and the write guarded by the version read.
 func rawCASStatements(d sqllock.Dialect) (read, write string) {
@@ -522,26 +655,26 @@ func rawCASStatements(d sqllock.Dialect) (read, write string) {
 // benchOptimistic measures a write that needs no lock: read a row of the
 // demo table, bump its count, write it back only if its version did not
 // move. The library side is optimistic.Modify, as the demo sells through it.
-func benchOptimistic(ctx context.Context, db *sql.DB, d sqllock.Dialect) (*benchPlan, error) {
+func benchOptimistic(ctx context.Context, db *sql.DB, d sqllock.Dialect, pooler bool) (*benchPlan, error) {
 	if err := createStockTable(ctx, db); err != nil {
 		return nil, fmt.Errorf("creating the demo table: %v", err)
 	}
 	read, write := rawCASStatements(d)
-	t, err := optimistic.NewTable(d, stockTable, "item", "version")
+	var opts []optimistic.TableOption
+	if pooler {
+		opts = append(opts, optimistic.WithTableTransactionPooler())
+	}
+	t, err := optimistic.NewTable(d, stockTable, "item", "version", opts...)
 	if err != nil {
 		return nil, err
 	}
 	r := &rawCAS{retries: new(atomic.Int64)}
-	if r.read, err = db.PrepareContext(ctx, read); err == nil {
-		r.write, err = db.PrepareContext(ctx, write)
+	if r.read, err = prepareRaw(ctx, db, read, pooler); err == nil {
+		r.write, err = prepareRaw(ctx, db, write, pooler)
 	}
 	closeAll := func() {
 		t.Close()
-		for _, st := range []*sql.Stmt{r.read, r.write} {
-			if st != nil {
-				st.Close()
-			}
-		}
+		closeRaw(r.read, r.write)
 	}
 	if err != nil {
 		closeAll()
@@ -565,7 +698,7 @@ func benchOptimistic(ctx context.Context, db *sql.DB, d sqllock.Dialect) (*bench
 			prepare: prepare, retries: r.retries,
 		},
 		op:        "read + CAS write",
-		rawSQL:    "SELECT, then UPDATE ... WHERE version = ?, prepared once; a lost race re-reads at once",
+		rawSQL:    "SELECT, then UPDATE ... WHERE version = ?, " + preparedOnce(pooler) + "; a lost race re-reads at once",
 		noHandoff: "optimistic writers never wait for each other; a loser re-reads and writes again",
 		close: func() {
 			closeAll()
@@ -603,17 +736,17 @@ func (*casClient) close()                        {}
 // statements are shared and safe for concurrent use, so one value serves
 // every client.
 type rawCAS struct {
-	read, write *sql.Stmt
+	read, write *rawStmt
 	retries     *atomic.Int64
 }
 
 func (c *rawCAS) acquire(ctx context.Context, key string) error {
 	for {
 		var units, version int64
-		if err := c.read.QueryRowContext(ctx, key).Scan(&units, &version); err != nil {
+		if err := c.read.queryRow(ctx, nil, key).Scan(&units, &version); err != nil {
 			return err
 		}
-		res, err := c.write.ExecContext(ctx, units+1, key, version)
+		res, err := c.write.exec(ctx, nil, units+1, key, version)
 		if err != nil && !sqlutil.IsRetryable(err) {
 			return err
 		}

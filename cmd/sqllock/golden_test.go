@@ -39,6 +39,9 @@ func TestGoldenBaselines(t *testing.T) {
 					golden.Statement{Name: "AdvisoryLock", SQL: adv.lock},
 					golden.Statement{Name: "AdvisoryUnlock", SQL: adv.unlock},
 					golden.Statement{Name: "AdvisoryUnlockAll", SQL: adv.unlockAll})
+				if adv.lockTx != "" {
+					stmts = append(stmts, golden.Statement{Name: "AdvisoryLockTx", SQL: adv.lockTx})
+				}
 			}
 			read, write := rawCASStatements(c.d)
 			stmts = append(stmts,

@@ -84,9 +84,6 @@ func cmdJob(ctx context.Context, args []string, e env) error {
 		return fail(exitUsage, "demo job: --period %v is below 100ms", *period)
 	}
 	return withDB(ctx, df, needMigrated, func(t target, db *sql.DB) error {
-		if t.pooler {
-			return fail(exitUnsupported, "demo job through a transaction pooler (%s=transaction) is not served yet: jobguard prepares its statements; run it against the server itself", poolerParam)
-		}
 		sch := jobSchedule{
 			name: fmt.Sprintf("sqllock-demo/nightly-%x", rand.Uint64()),
 			// Far enough ahead for worker processes to start.
@@ -109,7 +106,7 @@ func cmdJob(ctx context.Context, args []string, e env) error {
 			mu.Unlock()
 		}
 		if *procs == 1 {
-			err = runReplicas(ctx, db, t.dialect, sch, 1, *replicas, emit)
+			err = runReplicas(ctx, db, t, sch, 1, *replicas, emit)
 		} else {
 			err = replicasInChildren(ctx, t, sch, *replicas, *procs, emit)
 		}
@@ -192,11 +189,15 @@ func joinInts(v []int64) string {
 
 // runReplicas runs replicas first..first+n-1 as goroutines, each with its
 // own Guard, as separate services would have.
-func runReplicas(ctx context.Context, db *sql.DB, d sqllock.Dialect, sch jobSchedule, first, n int, emit func(jobEvent)) error {
+func runReplicas(ctx context.Context, db *sql.DB, t target, sch jobSchedule, first, n int, emit func(jobEvent)) error {
+	var opts []jobguard.Option
+	if t.pooler {
+		opts = append(opts, jobguard.WithTransactionPooler())
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for i := range n {
-		g, err := jobguard.New(db, d)
+		g, err := jobguard.New(db, t.dialect, opts...)
 		if err != nil {
 			return err
 		}
@@ -312,7 +313,7 @@ func jobWorker(ctx context.Context, args []string, e env) error {
 		sch := jobSchedule{name: *name, start: time.Unix(0, *start), period: *period, periods: *periods}
 		var mu sync.Mutex
 		enc := json.NewEncoder(e.stdout)
-		return runReplicas(ctx, db, t.dialect, sch, *first, *replicas, func(ev jobEvent) {
+		return runReplicas(ctx, db, t, sch, *first, *replicas, func(ev jobEvent) {
 			mu.Lock()
 			defer mu.Unlock()
 			_ = enc.Encode(ev)

@@ -55,8 +55,10 @@ func withPooler(t *testing.T, dsn string) string {
 
 // checkPoolerCommands runs the commands through dsn, a PostgreSQL DSN with
 // sqllock_pooler=transaction: the stock demo sells exactly the stock with
-// none oversold for every strategy, in each number of processes of procs;
-// locks lists; migrate and bench refuse at once, saying why.
+// none oversold for every strategy, and the job demo runs its job exactly
+// once a period, in each number of processes of procs; locks lists;
+// migrate refuses at once, saying why; bench measures every strategy, the
+// raw sides unprepared.
 func checkPoolerCommands(t *testing.T, dsn string, procs ...string) {
 	t.Helper()
 	for _, procs := range procs {
@@ -77,10 +79,43 @@ func checkPoolerCommands(t *testing.T, dsn string, procs ...string) {
 			}
 		}
 	}
+	for _, procs := range procs {
+		r := sqllockCmd(t, "demo", "job", "--dsn", dsn, "--replicas", "3", "--periods", "2", "--procs", procs, "--json")
+		r.want(t, 0)
+		rep := decode[jobReport](t, r)
+		t.Logf("demo job --procs %s through the pooler: %+v", procs, rep.Periods)
+		if !rep.OK || len(rep.Periods) < 2 {
+			t.Errorf("demo job (procs %s): %+v; want one run in each of 2 periods", procs, rep.Periods)
+		}
+	}
 	sqllockCmd(t, "locks", "--dsn", dsn).want(t, 0)
 	sqllockCmd(t, "migrate", "up", "--dsn", dsn).want(t, exitUnsupported, "session-level lock", "sqllock_pooler")
 	sqllockCmd(t, "migrate", "status", "--dsn", dsn).want(t, 0)
-	sqllockCmd(t, "bench", "--dsn", dsn).want(t, exitUnsupported, "transaction pooler")
+	r := sqllockCmd(t, "bench", "--dsn", dsn, "--duration", "100ms", "--handoffs", "3", "--clients", "2", "--idle", "100ms", "--json")
+	r.want(t, 0)
+	rep := decode[benchReport](t, r)
+	if !rep.Pooler || len(rep.Skipped) != 0 {
+		t.Errorf("bench through the pooler: pooler %v, skipped %+v; want the pooler's forms of every strategy", rep.Pooler, rep.Skipped)
+	}
+	got := map[string]bool{}
+	for _, res := range rep.Results {
+		got[res.Strategy] = true
+		t.Logf("bench %s through the pooler: %s / raw %s: %.0f/s, %.0f/s", res.Strategy, res.Operation, res.RawSQL, res.Lib.UncontendedPerSec, res.Raw.UncontendedPerSec)
+		if res.Lib.UncontendedPerSec <= 0 || res.Raw.UncontendedPerSec <= 0 || res.Lib.HotKeyServed == 0 || res.Raw.HotKeyServed == 0 {
+			t.Errorf("bench %s through the pooler measured nothing on a side: %+v", res.Strategy, res)
+		}
+		if !strings.Contains(res.RawSQL, "unprepared") {
+			t.Errorf("bench %s: raw side %q; want it unprepared through the pooler", res.Strategy, res.RawSQL)
+		}
+		if m := res.Multi; m != nil && (m.Lib.OnePerSec <= 0 || m.Raw.OnePerSec <= 0) {
+			t.Errorf("bench %s, multi-client, measured nothing on a side: %+v", res.Strategy, m)
+		}
+	}
+	for _, s := range []string{"tablelock", "rowlock", "optimistic", "advisory"} {
+		if !got[s] {
+			t.Errorf("bench through the pooler did not run %s: %+v", s, rep.Results)
+		}
+	}
 }
 
 // TestTransactionPoolerCommands: with sqllock_pooler=transaction, every

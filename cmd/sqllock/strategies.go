@@ -34,8 +34,9 @@ type strategy struct {
 	// be repeated. nil: not built into this binary.
 	buy func(ctx context.Context, l sqllock.Locker, s *stock) (sold bool, retries int, err error)
 	// bench returns what bench measures, the library beside its raw SQL;
-	// nil: no bench.
-	bench func(ctx context.Context, db *sql.DB, d sqllock.Dialect) (*benchPlan, error)
+	// nil: no bench. With pooler, both sides in their forms for a
+	// transaction-pooling proxy.
+	bench func(ctx context.Context, db *sql.DB, d sqllock.Dialect, pooler bool) (*benchPlan, error)
 	// forget drops what the strategy keeps per key once a run is done
 	// with its keys; nil: nothing, or the package cleans up itself.
 	forget func(ctx context.Context, db *sql.DB, d sqllock.Dialect, keys ...string)

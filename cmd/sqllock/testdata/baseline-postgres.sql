@@ -29,6 +29,9 @@ SELECT pg_advisory_unlock($1)
 -- name: AdvisoryUnlockAll
 SELECT pg_advisory_unlock_all()
 
+-- name: AdvisoryLockTx
+SELECT pg_advisory_xact_lock($1)
+
 -- name: CASRead
 SELECT units, version FROM sqllock_demo_stock WHERE item = $1
 
