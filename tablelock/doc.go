@@ -213,6 +213,26 @@
 // work. [WithAsyncCommit] trades some of the durability behind these
 // guarantees for speed on PostgreSQL; read its caveats.
 //
+// # SQLite
+//
+// SQLite has one writer at a time, and a renewal is a write: it cannot
+// run while the holder's own application (or anyone else) is inside a
+// write transaction. A renewal that finds the write lock taken looks
+// again every millisecond, with SQLite's busy handler off for it (that
+// handler sleeps up to 100ms between looks and misses the gaps between
+// an application's transactions), so it takes the lock in the first gap
+// of a millisecond or more. What a TTL allows, then, is write
+// transactions no longer than the TTL minus the safety margin minus the
+// renew interval: about 0.57 TTL with the defaults (17s of the default
+// 30s). Measured with a 2s TTL, transactions back to back 5ms apart:
+// 0.8s, 1.0s, 1.1s and 1.2s each kept the lease 3 times of 3, 1.4s
+// lost it 3 of 3; 1ms apart, even 0.8s lost it once in 3. A renewal kept
+// out past the safety margin ends the lease with a loss that says so:
+// "not renewed before the safety margin: database busy: another
+// transaction held SQLite's write lock for 598 ms". Keep write
+// transactions short, or raise the TTL; a holder paused inside a write
+// transaction blocks every writer, other holders' renewals included.
+//
 // # Close
 //
 // A [Locker] is an [io.Closer], and [Locker.Close] means what it means in
