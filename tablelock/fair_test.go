@@ -181,17 +181,29 @@ func TestFairWaiterChild(t *testing.T) {
 	}
 }
 
-// goneEntry is the queue entry of a fair waiter of a Locker that died
-// (rowlease's entry format): a grant gives owner "gone" on host "nowhere"
-// the key for ttl.
+// goneEntry is the queue entry of a fair waiter of a Locker that died, a
+// sqllock_waiter in PostgreSQL's text form: a grant gives owner "gone" on
+// host "nowhere" the key for ttl.
 func goneEntry(ttl time.Duration) string {
-	return fmt.Sprintf("00000000deadbeef%015d%02d%03d%s%s", ttl.Microseconds(), len("gone"), len("nowhere"), "gone", "nowhere")
+	return fmt.Sprintf("(00000000deadbeef,%d,gone,nowhere)", ttl.Microseconds())
 }
 
-// queueFirst puts entry at the head of key's queue.
+// headEntry returns the entry first in key's queue, a sqllock_waiter as
+// text.
+func headEntry(t *testing.T, db *testdb.DB, table, key string) string {
+	t.Helper()
+	var e string
+	if err := db.QueryRow("SELECT waiters[1]::text FROM "+pgx.Identifier{table}.Sanitize()+" WHERE lock_key = $1", key).Scan(&e); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// queueFirst puts entry, a sqllock_waiter as text, at the head of key's
+// queue.
 func queueFirst(t *testing.T, db *testdb.DB, table, key, entry string) {
 	t.Helper()
-	_, err := db.Exec("UPDATE "+pgx.Identifier{table}.Sanitize()+" SET waiters = array_prepend($2::text, waiters) WHERE lock_key = $1", key, entry)
+	_, err := db.Exec("UPDATE "+pgx.Identifier{table}.Sanitize()+" SET waiters = array_prepend($2::sqllock_waiter, waiters) WHERE lock_key = $1", key, entry)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,6 +304,7 @@ func TestFairQuitterLeaves(t *testing.T) {
 		quit <- err
 	}()
 	gone := waitQueued(t, db, table, key, 1)[0]
+	quitterEntry := headEntry(t, db, table, key)
 	qcancel()
 	if err := <-quit; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the quitter's Acquire = %v, want it cancelled", err)
@@ -314,16 +327,16 @@ func TestFairQuitterLeaves(t *testing.T) {
 	next := waitQueued(t, db, table, key, 1)[0]
 	// The quitter queued ahead again, as when its leaving raced a refusal
 	// of its own; its listening session lingers.
-	queueFirst(t, db, table, key, gone)
-	ln.hear(t, next[:16])
-	ln.hear(t, gone[:16])
+	queueFirst(t, db, table, key, quitterEntry)
+	ln.hear(t, next)
+	ln.hear(t, gone)
 	if err := a.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// The release's grant to the quitter (and its copy to the waiter,
 	// queued next), then the quitter's session's grant, giving it back, to
 	// the waiter.
-	if p := ln.next(t, 10*time.Second); !ln.granted || ln.callee != gone[:16] || !strings.HasSuffix(p, key) {
+	if p := ln.next(t, 10*time.Second); !ln.granted || ln.callee != gone || !strings.HasSuffix(p, key) {
 		t.Fatalf("heard %q for %q; want the grant of %q to the quitter", p, ln.callee, key)
 	}
 	for {
@@ -331,10 +344,10 @@ func TestFairQuitterLeaves(t *testing.T) {
 		if !ln.granted || !strings.HasSuffix(p, key) {
 			t.Fatalf("heard %q; want grants of %q only", p, key)
 		}
-		if ln.callee == next[:16] {
+		if ln.callee == next {
 			break
 		}
-		if ln.callee != gone[:16] {
+		if ln.callee != gone {
 			t.Fatalf("heard a grant for %q; want the quitter's, then the waiter's", ln.callee)
 		}
 	}

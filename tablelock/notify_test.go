@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -75,9 +76,16 @@ func (ln *listener) next(t *testing.T, within time.Duration) string {
 			payload, ln.callee, ln.granted = n.Payload, "", false
 			switch {
 			case strings.HasPrefix(n.Channel, ln.call) && strings.HasPrefix(n.Payload, "g"):
-				// A grant: "g", the token, the entry (the Locker's id
-				// first), the key.
-				ln.granted, ln.callee = true, n.Payload[21:37]
+				// A grant: "g" and the JSON of the token, the entry
+				// (a sqllock_waiter) and the key.
+				var g struct {
+					Entry struct{ Caller string }
+					Key   string
+				}
+				if err := json.Unmarshal([]byte(n.Payload[1:]), &g); err != nil {
+					return fmt.Errorf("grant %q: %w", n.Payload, err)
+				}
+				ln.granted, ln.callee, payload = true, g.Entry.Caller, g.Key
 			case strings.HasPrefix(n.Channel, ln.call):
 				ln.callee, payload = n.Payload[:16], n.Payload[16:]
 			}
@@ -127,7 +135,7 @@ func waitQueued(t *testing.T, db *testdb.DB, table, key string, n int) []string 
 // queuedIn returns the ids of the Lockers queued in key's row.
 func queuedIn(db *testdb.DB, table, key string) ([]string, error) {
 	var list string
-	err := db.QueryRow("SELECT array_to_string(waiters, ',') FROM "+pgx.Identifier{table}.Sanitize()+" WHERE lock_key = $1", key).Scan(&list)
+	err := db.QueryRow("SELECT array_to_string(ARRAY(SELECT (waiters[i]).caller FROM generate_subscripts(waiters, 1) AS i ORDER BY i), ',') FROM "+pgx.Identifier{table}.Sanitize()+" WHERE lock_key = $1", key).Scan(&list)
 	if err != nil || list == "" {
 		return nil, err
 	}

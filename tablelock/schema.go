@@ -24,10 +24,11 @@ import (
 // name ADD COLUMN wanted boolean NOT NULL DEFAULT false" on it, as
 // migration 00008 does for DefaultTable. One that lacks the waiters and
 // called columns (the waiting Lockers a release calls, one at a time)
-// needs them, as migration 00013 adds them to DefaultTable:
+// needs them, typed as migration 00016 types them (it converts the text
+// columns of 00013 in every table of this shape):
 //
-//	ALTER TABLE name ADD COLUMN waiters text[] NOT NULL DEFAULT '{}',
-//	    ADD COLUMN called text NOT NULL DEFAULT '';
+//	ALTER TABLE name ADD COLUMN waiters sqllock_waiter[] NOT NULL DEFAULT '{}',
+//	    ADD COLUMN called sqllock_waiter;
 //
 // On PostgreSQL and MySQL the table has no index on expires_at, which every take and release writes (on
 // PostgreSQL it also has a fillfactor of 50, so those writes are HOT

@@ -1,17 +1,16 @@
 package rowlease
 
 import (
-	"fmt"
-	"strconv"
+	"encoding/json"
+	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 )
 
 // Grants, in fair order (Config.Fair): a waiting fair Locker queues an
 // entry per owner in the row, and the release that finds an entry first in
-// the queue hands the row straight to it (store_postgres.go, frees): the
-// entry's owner holds it, under a new token, for the entry's claim window
+// the queue hands the row straight to it (sql/postgres/release.notify.sql):
+// the entry's owner holds it, under a new token, for the entry's claim window
 // (the lease an entry carries; tablelock.WithClaimWindow). The release
 // calls the entry's Locker with the token, and the waiter claims the row
 // with a take of its own (accept), which extends it to the waiter's TTL
@@ -33,73 +32,60 @@ import (
 // seen or holds: an earlier grant to the same entry (one owner's waiters
 // in one Locker share it) may still be in use.
 
-// An entry's fields after the Table's id (callerLen): the grant's lease
-// (the claim window) in microseconds, the owner's and the host's lengths in characters, in
-// digits; entryHead is where the owner starts.
-const (
-	entryTTLLen   = 15
-	entryOwnerLen = 2
-	entryHostLen  = 3
-	entryHead     = callerLen + entryTTLLen + entryOwnerLen + entryHostLen
-	maxEntryHost  = 255 // the host column's length
-)
-
-// entry is the queue entry of owner's waiter in the Table id: id, the
-// lease a grant gives (ttl, in microseconds, 15 digits), the owner's and
-// host's lengths in characters (2 and 3 digits), the owner and the host.
-// The release reads a grant's holder from it. ok is false when the lease
-// does not fit in 15 digits.
-func entry(id, owner, host string, ttl time.Duration) (string, bool) {
-	us := micros(ttl)
-	if us <= 0 || us >= 1e15 {
-		return "", false
-	}
-	if utf8.RuneCountInString(host) > maxEntryHost {
-		host = string([]rune(host)[:maxEntryHost])
-	}
-	return fmt.Sprintf("%s%015d%02d%03d%s%s", id, us, utf8.RuneCountInString(owner), utf8.RuneCountInString(host), owner, host), true
+// Entry is a fair waiter's place in a row's queue, kept there as a
+// sqllock_waiter (migration 00016): the Table's id, whom a release that
+// grants the row calls; the lease a grant gives (the claim window); and
+// the owner and host the granted row names. A Locker queued to be called
+// only has a zero Window, an empty Owner and Host.
+type Entry struct {
+	Caller      string
+	Window      time.Duration
+	Owner, Host string
 }
 
-// parseGrant reads the payload of a call that granted a key to an entry
-// (store_postgres.go, announced): "g", the token in 20 digits, the entry
-// and the key.
+// newEntry is the entry of owner's waiter in the Table id, whose grant
+// holds the key for window; ok is false when the window is not a positive
+// number of microseconds.
+func newEntry(id, owner, host string, window time.Duration) (Entry, bool) {
+	if micros(window) <= 0 {
+		return Entry{}, false
+	}
+	return Entry{Caller: id, Window: window.Truncate(time.Microsecond), Owner: owner, Host: host}, true
+}
+
+// grantPayload is the JSON of a call that granted a key to an entry
+// (sql/postgres/release.notify.sql), after its leading "g": the entry is a
+// sqllock_waiter as PostgreSQL's to_json writes it.
+type grantPayload struct {
+	Token int64 `json:"token"`
+	Entry struct {
+		Caller  string `json:"caller"`
+		ClaimUS int64  `json:"claim_us"`
+		Owner   string `json:"owner"`
+		Host    string `json:"host"`
+	} `json:"entry"`
+	Key string `json:"key"`
+}
+
+// parseGrant reads the payload of a call that granted a key to an entry:
+// "g" and grantPayload.
 func parseGrant(payload string) (n notice, ok bool) {
-	const tokenLen = 20
-	if len(payload) < 1+tokenLen+entryHead || payload[0] != 'g' {
+	var p grantPayload
+	if !strings.HasPrefix(payload, "g") || json.Unmarshal([]byte(payload[1:]), &p) != nil {
 		return notice{}, false
 	}
-	token, err := strconv.ParseInt(payload[1:1+tokenLen], 10, 64)
-	if err != nil || token <= 0 {
+	if p.Token <= 0 || p.Entry.ClaimUS <= 0 || len(p.Entry.Caller) != callerLen {
 		return notice{}, false
 	}
-	e := payload[1+tokenLen:]
-	olen, err1 := strconv.Atoi(e[callerLen+entryTTLLen : callerLen+entryTTLLen+entryOwnerLen])
-	hlen, err2 := strconv.Atoi(e[callerLen+entryTTLLen+entryOwnerLen : entryHead])
-	us, err3 := strconv.ParseInt(e[callerLen:callerLen+entryTTLLen], 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil {
-		return notice{}, false
-	}
-	i := entryHead
-	owner := ""
-	for k := 0; k < olen+hlen; k++ {
-		if i >= len(e) {
-			return notice{}, false
-		}
-		_, size := utf8.DecodeRuneInString(e[i:])
-		i += size
-		if k == olen-1 {
-			owner = e[entryHead:i]
-		}
-	}
-	return notice{key: e[i:], callee: e[:callerLen], grant: true, owner: owner, entry: e[:i], token: token,
-		ttl: time.Duration(us) * time.Microsecond}, true
+	e := Entry{Caller: p.Entry.Caller, Window: time.Duration(p.Entry.ClaimUS) * time.Microsecond, Owner: p.Entry.Owner, Host: p.Entry.Host}
+	return notice{key: p.Key, callee: e.Caller, grant: true, owner: e.Owner, entry: e, token: p.Token, ttl: e.Window}, true
 }
 
 // Grant is the slot of one waiting fair Acquire (Listener.Expect): the
 // Listener hands it the token of a grant of its key to its entry.
 type Grant struct {
 	// Entry is the waiter's place in the row's queue (Claim.Entry).
-	Entry string
+	Entry Entry
 	key   string
 	owner string
 	wake  chan struct{}
@@ -164,7 +150,7 @@ func (g *Grant) deliver(token int64) {
 // key in this Locker (it waits without an entry) or the entry cannot be
 // made. End it with Unexpect.
 func (ln *Listener) Expect(key, owner, host string, ttl time.Duration) *Grant {
-	e, ok := entry(ln.id, owner, host, ttl)
+	e, ok := newEntry(ln.id, owner, host, ttl)
 	if !ok {
 		return nil
 	}

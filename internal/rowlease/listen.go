@@ -34,11 +34,12 @@ const callerLen = 16
 // is the id of the one Table the release called. A grant (parseGrant)
 // gave key to owner's entry of that Table, under token, for ttl.
 type notice struct {
-	key, callee  string
-	grant        bool
-	owner, entry string
-	token        int64
-	ttl          time.Duration // the grant's lease
+	key, callee string
+	grant       bool
+	owner       string
+	entry       Entry
+	token       int64
+	ttl         time.Duration // the grant's lease
 }
 
 // notifier is a store whose dialect announces freed keys to other

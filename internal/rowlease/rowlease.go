@@ -184,7 +184,7 @@ type Claim struct {
 	Listening bool
 	// Entry, in fair order, is the claimant's place in the queue
 	// (Grant.Entry), queued by a refusal instead of the Table's id.
-	Entry string
+	Entry Entry
 	// Accept, in fair order: a row granted to Entry under a token larger
 	// than Above is taken as the claimant's own, the hold the grant gave
 	// (Grant.Above); otherwise a row its owner holds gets one hold more.
@@ -222,7 +222,7 @@ func (t *Table) Take(ctx context.Context, c Claim) (Attempt, error) {
 	if c.Listening {
 		c.caller = t.id
 		if t.cfg.Fair {
-			c.caller = c.Entry
+			c.caller = c.Entry.Caller
 		}
 	}
 	a, err := t.st.take(ctx, t.h, c)
@@ -262,7 +262,7 @@ func (t *Table) TakeDetached(ctx context.Context, c Claim) (Attempt, error) {
 	t.bg.Add(1)
 	t.mu.Unlock()
 	var mine chan struct{}
-	if c.Entry != "" {
+	if c.Entry != (Entry{}) {
 		var err error
 		if mine, err = t.waitTurn(ctx, c.Key); err != nil {
 			t.bg.Done()

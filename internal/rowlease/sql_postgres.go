@@ -8,8 +8,9 @@ import (
 // The PostgreSQL statements, one file per statement and variant, under
 // sql/postgres: <statement>.sql, and <statement>.<variant>.sql where a
 // variant's text differs. Each names the lock table as "sqllock_locks",
-// the one part substituted (postgresStatement). Read them there, or
-// rendered per mode in testdata/postgres*.sql.
+// the one part substituted (postgresStatement); comment lines are for the
+// reader and are not sent. Read them there, or rendered per mode in
+// testdata/postgres*.sql.
 //
 //go:embed sql/postgres/*.sql
 var postgresSQL embed.FS
@@ -46,6 +47,18 @@ func postgresVariant(cfg Config) string {
 	return strings.Join(v, "-")
 }
 
+// uncommented is a statement file's text without its comment lines (the
+// reader's, not the server's) and final newline.
+func uncommented(text string) string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(text, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
+			b.WriteString(line)
+		}
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
 // postgresStatement is the text of statement name in variant v, on table
 // (quoted). It panics on a statement without a file: the golden tests
 // render every statement of every variant.
@@ -57,7 +70,7 @@ func postgresStatement(name, v, table string) string {
 		}
 		b, err := postgresSQL.ReadFile(file)
 		if err == nil {
-			return strings.ReplaceAll(strings.TrimSuffix(string(b), "\n"), postgresTable, table)
+			return strings.ReplaceAll(uncommented(string(b)), postgresTable, table)
 		}
 	}
 	panic("rowlease: no statement " + name + " for PostgreSQL " + v)

@@ -46,13 +46,12 @@ type store interface {
 // queuer is a store whose rows queue the Lockers waiting for them, so
 // that it can serve them in order (Config.Fair).
 type queuer interface {
-	// leave takes caller (a Table's id, or an entry) out of key's queue;
-	// it returns the rows changed.
-	leave(ctx context.Context, h handle, key, caller string) (int64, error)
+	// leave takes entry out of key's queue; it returns the rows changed.
+	leave(ctx context.Context, h handle, key string, entry Entry) (int64, error)
 	// void gives back a grant of key to owner's entry that nobody took:
 	// the one under token, or with token 0 one under a token above above;
 	// it returns the rows changed.
-	void(ctx context.Context, h handle, key, owner, entry string, token, above int64) (int64, error)
+	void(ctx context.Context, h handle, key, owner string, entry Entry, token, above int64) (int64, error)
 }
 
 // statements are the texts of a store's statements, each read the same

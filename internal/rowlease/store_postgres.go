@@ -56,9 +56,10 @@ func newPostgres(n names, cfg Config) store {
 	return s
 }
 
-// changed runs a statement made by announced and returns the rows it
-// changed. It runs as an Exec either way: a SELECT's command tag counts the
-// rows it returned, and an Exec has no Rows, whose cancellable context
+// changed runs a statement that frees rows, and with Notify announces
+// them (its last two parameters are the channels), and returns the rows
+// it changed. It runs as an Exec either way: a SELECT's command tag counts
+// the rows it returned, and an Exec has no Rows, whose cancellable context
 // would cost a goroutine per release in database/sql.
 func (s *postgresStore) changed(ctx context.Context, h handle, q string, args ...any) (int64, error) {
 	if s.announce {
@@ -73,6 +74,10 @@ func (s *postgresStore) take(ctx context.Context, h handle, c Claim) (Attempt, e
 	args := []any{c.Key, c.Owner, c.Host, micros(c.TTL)}
 	if s.announce {
 		args = append(args, c.caller)
+	}
+	if s.fair {
+		// The entry is (caller, window, owner, host).
+		args = append(args, micros(c.Entry.Window))
 	}
 	if c.ExpectFree && s.rows.quiet(c.Key) {
 		err := s.pgx.queryRow(ctx, h, s.q.takeFree, args, &a.Token)
@@ -106,12 +111,12 @@ func (s *postgresStore) take(ctx context.Context, h handle, c Claim) (Attempt, e
 	return a, err
 }
 
-func (s *postgresStore) leave(ctx context.Context, h handle, key, caller string) (int64, error) {
-	return s.pgx.exec(ctx, h, s.q.leave, key, caller)
+func (s *postgresStore) leave(ctx context.Context, h handle, key string, e Entry) (int64, error) {
+	return s.pgx.exec(ctx, h, s.q.leave, key, e.Caller, micros(e.Window), e.Owner, e.Host)
 }
 
-func (s *postgresStore) void(ctx context.Context, h handle, key, owner, entry string, token, above int64) (int64, error) {
-	return s.changed(ctx, h, s.q.void, key, owner, entry, token, above)
+func (s *postgresStore) void(ctx context.Context, h handle, key, owner string, e Entry, token, above int64) (int64, error) {
+	return s.changed(ctx, h, s.q.void, key, owner, token, above, e.Caller, micros(e.Window), e.Owner, e.Host)
 }
 
 func (s *postgresStore) renew(ctx context.Context, h handle, key, owner string, token int64, ttl time.Duration) (int64, error) {
@@ -211,7 +216,8 @@ func (s *postgresStore) listen(ctx context.Context, db *sql.DB, id string, onRea
 					if s.q.void == "" {
 						continue
 					}
-					q, args = s.q.void, []any{no.key, no.owner, no.entry, no.token, int64(0), s.channel, s.call}
+					e := no.entry
+					q, args = s.q.void, []any{no.key, no.owner, no.token, int64(0), e.Caller, micros(e.Window), e.Owner, e.Host, s.channel, s.call}
 				}
 				if _, err := c.Exec(ctx, q, args...); err != nil {
 					return errors.Join(err, driver.ErrBadConn)

@@ -16,8 +16,8 @@ CREATE TABLE "sqllock_locks" (
     acquired_at timestamptz  NOT NULL,
     expires_at  timestamptz  NOT NULL,
     wanted      boolean      NOT NULL DEFAULT false,
-    waiters     text[]       NOT NULL DEFAULT '{}',
-    called      text         NOT NULL DEFAULT ''
+    waiters     sqllock_waiter[] NOT NULL DEFAULT '{}',
+    called      sqllock_waiter
 ) WITH (fillfactor = 50);
 
 -- name: Live
@@ -61,7 +61,7 @@ UPDATE "sqllock_locks" SET hold_count = hold_count - 1,
 UPDATE "sqllock_locks" SET hold_count = hold_count - 1,
 		owner      = CASE WHEN hold_count > 1 THEN owner ELSE '' END,
 		expires_at = CASE WHEN hold_count > 1 THEN expires_at ELSE acquired_at + $4 * interval '1 microsecond' END,
-		called     = CASE WHEN hold_count <= 1 THEN '' ELSE called END FROM (SELECT CASE WHEN $4::bigint = 0 THEN set_config('synchronous_commit', 'off', true) END) AS sc
+		called     = CASE WHEN hold_count <= 1 THEN NULL ELSE called END FROM (SELECT CASE WHEN $4::bigint = 0 THEN set_config('synchronous_commit', 'off', true) END) AS sc
 	WHERE lock_key = $1 AND owner = $2 AND token = $3 AND expires_at > now() AND NOT wanted AND cardinality(waiters) = 0
 
 -- name: ReleaseOwner
@@ -73,8 +73,9 @@ UPDATE "sqllock_locks" SET hold_count = 0, owner = '', expires_at = acquired_at 
 	WHERE lock_key = $1 AND token = $2 AND expires_at > now()
 
 -- name: Leave
-UPDATE "sqllock_locks" SET waiters = array_remove(waiters, $2::text) FROM (SELECT set_config('synchronous_commit', 'off', true)) AS sc
-	WHERE lock_key = $1 AND $2::text = ANY(waiters)
+UPDATE "sqllock_locks" SET waiters = array_remove(waiters, ROW($2::text, $3::bigint, $4::varchar, $5::varchar)::sqllock_waiter)
+	FROM (SELECT set_config('synchronous_commit', 'off', true)) AS sc
+	WHERE lock_key = $1 AND ROW($2::text, $3::bigint, $4::varchar, $5::varchar)::sqllock_waiter = ANY(waiters)
 
 -- name: Audit
 INSERT INTO sqllock_audit (at, action, lock_table, lock_key, token, owner, host, hold_count, operator, reason)

@@ -7,6 +7,6 @@ CREATE TABLE "sqllock_locks" (
     acquired_at timestamptz  NOT NULL,
     expires_at  timestamptz  NOT NULL,
     wanted      boolean      NOT NULL DEFAULT false,
-    waiters     text[]       NOT NULL DEFAULT '{}',
-    called      text         NOT NULL DEFAULT ''
+    waiters     sqllock_waiter[] NOT NULL DEFAULT '{}',
+    called      sqllock_waiter
 ) WITH (fillfactor = 50);

@@ -1,3 +1,4 @@
 UPDATE "sqllock_locks" SET token = sqllock_next_token(), hold_count = 1, acquired_at = now(),
-	expires_at = now() + $4 * interval '1 microsecond', owner = $2, host = $3, wanted = false, waiters = array_remove(waiters, $5::text), called = ''
+	expires_at = now() + $4 * interval '1 microsecond', owner = $2, host = $3,
+	wanted = false, waiters = array_remove(waiters, ROW($5::text, $6::bigint, $2::varchar, $3::varchar)::sqllock_waiter), called = NULL
 WHERE lock_key = $1 AND expires_at <= now() RETURNING token

@@ -1,3 +1,4 @@
 UPDATE "sqllock_locks" SET token = sqllock_next_token(), hold_count = 1, acquired_at = now(),
-	expires_at = now() + $4 * interval '1 microsecond', owner = $2, host = $3, wanted = false, waiters = array_remove(waiters, $5::text) FROM (SELECT set_config('synchronous_commit', 'off', true)) AS sc
+	expires_at = now() + $4 * interval '1 microsecond', owner = $2, host = $3,
+	wanted = false, waiters = array_remove(waiters, ROW($5::text, 0, '', '')::sqllock_waiter) FROM (SELECT set_config('synchronous_commit', 'off', true)) AS sc
 WHERE lock_key = $1 AND expires_at <= now() RETURNING token
