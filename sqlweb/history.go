@@ -115,8 +115,20 @@ func (h *history) runs(_ []holds.Row) []run {
 		out = append(out, run{Key: s.key, Host: s.host, Outcome: outcome, Token: s.token, Start: s.start, NextDue: s.nextDue, Held: s.held})
 	}
 	slices.SortFunc(out, func(a, b run) int { return b.Start.Compare(a.Start) })
-	return out
+	// The newest runs of each job: a job every second would fill the page.
+	per := map[string]int{}
+	return slices.DeleteFunc(out, func(r run) bool {
+		per[r.Key]++
+		return per[r.Key] > maxRuns
+	})
 }
+
+// maxRuns is how many runs of a job the page lists; maxCharts how many
+// keys it charts, those with the most holds seen.
+const (
+	maxRuns   = 10
+	maxCharts = 24
+)
 
 // chart is one key's hold times.
 type chart struct {
@@ -153,6 +165,10 @@ func (h *history) charts(now time.Time) []chart {
 		}
 		return strings.Compare(a[1], b[1])
 	})
+	if len(keys) > maxCharts {
+		slices.SortStableFunc(keys, func(a, b [2]string) int { return len(byKey[b]) - len(byKey[a]) })
+		keys = keys[:maxCharts]
+	}
 	from := now.Add(-h.window)
 	var out []chart
 	for _, k := range keys {
@@ -165,10 +181,10 @@ func (h *history) charts(now time.Time) []chart {
 		scale := max(top, time.Second)
 		var b strings.Builder
 		fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img">`, chartW, chartH, chartW, chartH)
-		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#d0d7de"/>`, padL, chartH-padB, chartW, chartH-padB)
+		axis(&b, h.window, "")
 		for _, s := range ss {
-			x := padL + float64(chartW-padL-4)*frac(s.start.Sub(from), h.window)
-			y := float64(chartH-padB-4) * (1 - frac(s.held, scale))
+			x := padL + 3 + float64(chartW-padL-8)*frac(s.start.Sub(from), h.window)
+			y := float64(chartH-padB-16) * (1 - frac(s.held, scale))
 			fill := "#0969da"
 			if !s.open {
 				fill = "#8c959f"
@@ -196,16 +212,26 @@ func (h *history) waitChart(now time.Time) template.HTML {
 	from := now.Add(-h.window)
 	var pts []string
 	for _, p := range h.waits {
-		x := padL + float64(chartW-padL-4)*frac(p.at.Sub(from), h.window)
-		y := 2 + float64(chartH-padB-4)*(1-float64(p.n)/float64(top))
+		x := padL + 3 + float64(chartW-padL-8)*frac(p.at.Sub(from), h.window)
+		y := 2 + float64(chartH-padB-14)*(1-float64(p.n)/float64(top))
 		pts = append(pts, fmt.Sprintf("%.1f,%.1f", x, y))
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img">`, chartW, chartH, chartW, chartH)
-	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#d0d7de"/>`, padL, chartH-padB, chartW, chartH-padB)
+	axis(&b, h.window, fmt.Sprintf("max %d", top))
 	fmt.Fprintf(&b, `<polyline class="waits" fill="none" stroke="#bf8700" stroke-width="1.5" points="%s"/>`, strings.Join(pts, " "))
-	fmt.Fprintf(&b, `<text x="%d" y="12" font-size="10" fill="#57606a">max %d</text></svg>`, chartW-50, top)
+	b.WriteString(`</svg>`)
 	return template.HTML(b.String()) // numbers only
+}
+
+// axis draws the time axis of a chart over window, and top at its top.
+func axis(b *strings.Builder, window time.Duration, top string) {
+	fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#d0d7de"/>`, padL, chartH-padB-10, chartW, chartH-padB-10)
+	fmt.Fprintf(b, `<text x="%d" y="%d" font-size="9" fill="#57606a">-%s</text>`, padL, chartH-padB, window)
+	fmt.Fprintf(b, `<text x="%d" y="%d" font-size="9" fill="#57606a" text-anchor="end">now</text>`, chartW-2, chartH-padB)
+	if top != "" {
+		fmt.Fprintf(b, `<text x="%d" y="10" font-size="9" fill="#57606a" text-anchor="end">%s</text>`, chartW-2, top)
+	}
 }
 
 func frac(d, of time.Duration) float64 {
