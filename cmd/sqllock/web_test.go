@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -527,11 +528,25 @@ func TestPgBouncerWeb(t *testing.T) {
 
 // TestWebPoolerMode: sqllock_pooler=transaction straight to PostgreSQL
 // (no proxy): the page reads in the pooler mode (no session state, no
-// pg_stat_activity) and still lists and drops a hold.
+// pg_stat_activity) and still lists and drops a hold. The DSN carries a
+// password (which loopback trust ignores): the page never shows it.
 func TestWebPoolerMode(t *testing.T) {
 	ctx := browser(t)
 	d := migrated(t, sqllock.Postgres)
-	checkWebThrough(t, ctx, withPooler(t, d.dsn))
+	u, err := neturl.Parse(withPooler(t, d.dsn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := fmt.Sprintf("hunter%x", rand.Uint32())
+	u.User = neturl.UserPassword(u.User.Username(), secret)
+	checkWebThrough(t, ctx, u.String())
+	page, err := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("html")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(page, secret) || !strings.Contains(page, "sqllock: holds on") {
+		t.Errorf("the page shows the DSN's password, or is not the page:\n%s", page)
+	}
 }
 
 func checkWebThrough(t *testing.T, ctx context.Context, dsn string) {
