@@ -3,17 +3,22 @@ package sqlweb_test
 import (
 	"context"
 	"database/sql"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	_ "modernc.org/sqlite"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/election"
 	"github.com/sqllock/sqllock/migrations"
+	"github.com/sqllock/sqllock/rwlock"
+	"github.com/sqllock/sqllock/semaphore"
 	"github.com/sqllock/sqllock/sqlweb"
 	"github.com/sqllock/sqllock/tablelock"
 )
@@ -22,15 +27,8 @@ import (
 // the post, token or not) is refused with 403 and the key stays held;
 // with WithForce, a post without the token is refused too.
 func TestReadOnlyRefusesRelease(t *testing.T) {
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "l.db")+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := sqliteDB(t)
 	ctx := context.Background()
-	if err := migrations.Up(ctx, db, sqllock.SQLite); err != nil {
-		t.Fatal(err)
-	}
 	l, err := tablelock.New(db, sqllock.SQLite)
 	if err != nil {
 		t.Fatal(err)
@@ -71,4 +69,89 @@ func TestReadOnlyRefusesRelease(t *testing.T) {
 	if err != nil || len(infos) != 1 {
 		t.Errorf("the key is no longer held: %v %v", infos, err)
 	}
+}
+
+// TestEveryKindRendered: a semaphore's permits, an rwlock's readers and
+// writer and an election's leader each show in their own group, under
+// the names the application gave (never the row's suffix or the
+// election's prefix), with the leader's value.
+func TestEveryKindRendered(t *testing.T) {
+	db := sqliteDB(t)
+	ctx := context.Background()
+	opts := []tablelock.Option{tablelock.WithNotify(false)}
+	sem, err := semaphore.New(db, sqllock.SQLite, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sem.Close()
+	p, err := sem.Acquire(ctx, "exports", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release(ctx)
+	rw, err := rwlock.New(db, sqllock.SQLite, 4, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rw.Close()
+	r, err := rw.RLock(ctx, "catalog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release(ctx)
+	w, err := rw.Lock(ctx, "config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Release(ctx)
+	el, err := election.New(db, sqllock.SQLite, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer el.Close()
+	leader, err := el.Campaign(ctx, "scheduler", "http://10.0.0.7:8080")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leader.Resign(ctx)
+
+	srv := httptest.NewServer(sqlweb.Handler(db, sqllock.SQLite))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/fragment")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	page := string(b)
+	for _, want := range []string{
+		`id="kind-semaphore"`, `data-kind="semaphore" data-key="exports"`,
+		`id="kind-rwlock"`, `data-kind="rwlock" data-key="catalog"`, `data-kind="rwlock" data-key="config"`,
+		`id="kind-leader"`, `data-kind="leader" data-key="scheduler"`, `http://10.0.0.7:8080`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page has no %s", want)
+		}
+	}
+	for _, bad := range []string{"\x1f", election.KeyPrefix} {
+		if strings.Contains(page, bad) {
+			t.Errorf("the page shows a row's stored key (%q)", bad)
+		}
+	}
+	if t.Failed() {
+		t.Log(page)
+	}
+}
+
+func sqliteDB(t *testing.T) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "l.db")+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := migrations.Up(context.Background(), db, sqllock.SQLite); err != nil {
+		t.Fatal(err)
+	}
+	return db
 }
