@@ -97,9 +97,11 @@ func WithTransactionPooler() Option {
 // it before the process exits, so that a try cut short by the shutdown gives
 // back the job it took instead of leaving it taken until AtMost.
 type Guard struct {
-	tbl  *rowlease.Table
-	host string
-	tel  *telemetry.T
+	tbl     *rowlease.Table
+	db      *sql.DB
+	dialect sqllock.Dialect
+	host    string
+	tel     *telemetry.T
 
 	mu     sync.Mutex
 	closed bool
@@ -123,7 +125,7 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Guard, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jobguard: %w", err)
 	}
-	return &Guard{tbl: tbl, host: identity.Host(), tel: telemetry.New("jobguard", d.String(), cfg.tel)}, nil
+	return &Guard{tbl: tbl, db: db, dialect: d, host: identity.Host(), tel: telemetry.New("jobguard", d.String(), cfg.tel)}, nil
 }
 
 // Close refuses new tries with an error matching sqllock.ErrClosed, waits

@@ -321,7 +321,11 @@ func (g *Guard) Loop(ctx context.Context, job Job, s Schedule, fn func(ctx conte
 			return fmt.Errorf("jobguard: loop %q: %w", job.Name, ctx.Err())
 		case <-t.C:
 		}
-		ran, err := g.Run(ctx, job, fn)
+		ran, err := g.Run(ctx, job, func(ctx context.Context) error {
+			// The runner says when the job fires next, for operators.
+			g.recordDue(ctx, job.Name, s.Next(at))
+			return fn(ctx)
+		})
 		if !ran && ctx.Err() != nil {
 			// Shut down before the try: not a firing to report.
 			return fmt.Errorf("jobguard: loop %q: %w", job.Name, ctx.Err())

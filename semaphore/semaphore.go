@@ -37,13 +37,15 @@ var (
 // shares its database. It is safe for concurrent use; Close it when done.
 type Semaphore struct {
 	l       *tablelock.Locker
+	db      *sql.DB
 	dialect sqllock.Dialect
 	// tel records each call once, under sqllock.strategy "semaphore";
 	// the permit slots it tries record nothing of their own.
 	tel *telemetry.T
 
-	mu    sync.Mutex
-	wakes map[string][]chan struct{} // pollers of a key here, in arrival order
+	mu       sync.Mutex
+	wakes    map[string][]chan struct{} // pollers of a key here, in arrival order
+	declared map[string]int             // permit counts written to SizesTable
 }
 
 // New returns a Semaphore over db for dialect d. opts are tablelock's: the
@@ -59,7 +61,7 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...tablelock.Option) (*Semaphore, e
 		return nil, fmt.Errorf("semaphore: %w", err)
 	}
 	tel := telemetry.New("semaphore", d.String(), lockhook.Telemetry(l))
-	return &Semaphore{l: l, dialect: d, tel: tel, wakes: map[string][]chan struct{}{}}, nil
+	return &Semaphore{l: l, db: db, dialect: d, tel: tel, wakes: map[string][]chan struct{}{}, declared: map[string]int{}}, nil
 }
 
 // Close ends every permit still held (as lost, like tablelock's Close)
@@ -101,6 +103,11 @@ func validate(key string, permits int) error {
 func (s *Semaphore) acquire(ctx context.Context, key string, permits int, wait bool) (p *Permit, err error) {
 	ctx, obs := s.tel.StartAcquire(ctx, key, wait)
 	defer func() { lease.EndAcquire(ctx, obs, p, 0, err) }()
+	defer func() {
+		if err == nil {
+			s.declare(ctx, key, permits)
+		}
+	}()
 	if err := validate(key, permits); err != nil {
 		return nil, fmt.Errorf("semaphore: acquire %q: %w", key, err)
 	}
