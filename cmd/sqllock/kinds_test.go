@@ -22,16 +22,23 @@ type kindRow struct {
 	Kind, Key, Owner, Host, State, Value string
 	Token, Term                          int64
 	Slot                                 *int
-	Held, Readers                        int
+	Held, Of, Readers                    int
 	WriterWaiting                        bool `json:"writer_waiting"`
 	Acquired, Expires, Since             time.Time
+	NextDue                              time.Time `json:"next_due"`
 }
+
+// soon is a schedule that fires a moment after it is asked.
+type soon struct{}
+
+func (soon) Next(t time.Time) time.Time { return t.Add(10 * time.Millisecond) }
 
 // TestLocksListsEveryKind: a hold of each primitive (a tablelock lock, a
 // jobguard job, semaphore permits, rwlock read and write holds, an
 // election's leader, an advisory lock where the server shows it) is
 // listed by `locks --json` by default, under its kind and the name the
-// application gave it, with the fields that describe it; the table shows
+// application gave it, with the fields that describe it (a permit's slot
+// of N, a looping job's next due, as migration 00017 keeps them); the table shows
 // them with no control byte; --kind filters; and release --force frees a
 // permit, a reader, a writer and a leader, each audited under its kind.
 func TestLocksListsEveryKind(t *testing.T) {
@@ -65,6 +72,28 @@ func TestLocksListsEveryKind(t *testing.T) {
 		defer g.Close()
 		jobName := "reports/" + id
 		job := hold(g.TryAcquire(ctx, jobguard.Job{Name: jobName, AtMost: time.Minute}))
+
+		// A job that Loop runs: its runner records when it fires next.
+		loopName := "nightly/" + id
+		loopCtx, stopLoop := context.WithCancel(ctx)
+		running, loopDone := make(chan time.Time, 1), make(chan error, 1)
+		go func() {
+			loopDone <- g.Loop(loopCtx, jobguard.Job{Name: loopName, AtMost: time.Minute}, soon{}, func(ctx context.Context) error {
+				select {
+				case running <- time.Now():
+				default:
+				}
+				<-ctx.Done()
+				return nil
+			})
+		}()
+		defer func() { stopLoop(); <-loopDone }()
+		var loopStarted time.Time
+		select {
+		case loopStarted = <-running:
+		case <-ctx.Done():
+			t.Fatal("the looping job never ran")
+		}
 
 		sem, err := semaphore.New(d.db, d.dialect, opts...)
 		if err != nil {
@@ -139,8 +168,12 @@ func TestLocksListsEveryKind(t *testing.T) {
 		if got := find(rows, "lock", lockKey); len(got) != 1 || got[0].Owner != "billing-7" || got[0].Token != lock.Token() || got[0].Host == "" || !got[0].Expires.After(got[0].Acquired) {
 			t.Errorf("lock %q: %+v; want owner billing-7, token %d, a host, expiry after acquisition", lockKey, got, lock.Token())
 		}
-		if got := find(rows, "job", jobName); len(got) != 1 || got[0].State != "running" || got[0].Token != job.Token() {
-			t.Errorf("job %q: %+v; want running, token %d", jobName, got, job.Token())
+		if got := find(rows, "job", jobName); len(got) != 1 || got[0].State != "running" || got[0].Token != job.Token() || !got[0].NextDue.IsZero() {
+			t.Errorf("job %q: %+v; want running, token %d, no next due (no schedule)", jobName, got, job.Token())
+		}
+		if got := find(rows, "job", loopName); len(got) != 1 || got[0].State != "running" ||
+			got[0].NextDue.Before(loopStarted.Add(-time.Second)) || got[0].NextDue.After(loopStarted.Add(time.Second)) {
+			t.Errorf("looping job %q: %+v; want running, next due about %v", loopName, got, loopStarted)
 		}
 		got := find(rows, "semaphore", semKey)
 		slots := map[int]int64{p1.Slot(): p1.Token(), p2.Slot(): p2.Token()}
@@ -148,8 +181,8 @@ func TestLocksListsEveryKind(t *testing.T) {
 			t.Errorf("semaphore %q: %d rows, want 2 permits: %+v", semKey, len(got), got)
 		}
 		for _, r := range got {
-			if r.Slot == nil || slots[*r.Slot] != r.Token || r.Held != 2 || r.Owner == "" || r.Host == "" {
-				t.Errorf("semaphore %q permit %+v; want slots %v with their tokens, 2 held, a holder and host", semKey, r, slots)
+			if r.Slot == nil || slots[*r.Slot] != r.Token || r.Held != 2 || r.Of != 3 || r.Owner == "" || r.Host == "" {
+				t.Errorf("semaphore %q permit %+v; want slots %v with their tokens, 2 held of 3, a holder and host", semKey, r, slots)
 			}
 		}
 		got = find(rows, "rwlock", readKey)
@@ -180,7 +213,8 @@ func TestLocksListsEveryKind(t *testing.T) {
 		}
 		t.Logf("locks:\n%s", out.String())
 		checkSafe(t, "locks", out.String(), id)
-		for _, s := range []string{"locks (", "jobs (", "semaphore permits (", "rwlock holds (", "leaders (", lockKey, jobName, semKey, readKey, writeKey, elName, "http://10.0.0.7:8080"} {
+		for _, s := range []string{"locks (", "jobs (", "semaphore permits (", "rwlock holds (", "leaders (", lockKey, jobName, semKey, readKey, writeKey, elName, "http://10.0.0.7:8080",
+			"NEXT DUE", loopName, "2 of 3", fmt.Sprintf("%d of 3", p1.Slot())} {
 			if !strings.Contains(out.String(), s) {
 				t.Errorf("the table lacks %q", s)
 			}

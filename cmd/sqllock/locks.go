@@ -139,11 +139,16 @@ var groups = []group{
 	{kindLock, "locks", []string{"KEY", "OWNER", "HOLDER HOST/PID", "TOKEN", "HOLDS"}, func(r lockRow) []string {
 		return []string{safe(r.Key), safe(r.Owner), safe(r.Host), fmt.Sprint(r.Token), fmt.Sprint(r.Holds)}
 	}},
-	{kindJob, "jobs", []string{"JOB", "STATE", "OWNER", "HOLDER HOST/PID", "TOKEN"}, func(r lockRow) []string {
-		return []string{safe(r.Key), r.State, safe(r.Owner), safe(r.Host), fmt.Sprint(r.Token)}
+	{kindJob, "jobs", []string{"JOB", "STATE", "NEXT DUE", "OWNER", "HOLDER HOST/PID", "TOKEN"}, func(r lockRow) []string {
+		return []string{safe(r.Key), r.State, stamp(r.NextDue), safe(r.Owner), safe(r.Host), fmt.Sprint(r.Token)}
 	}},
 	{kindSemaphore, "semaphore permits", []string{"KEY", "SLOT", "HELD", "HOLDER", "HOLDER HOST/PID", "TOKEN"}, func(r lockRow) []string {
-		return []string{safe(r.Key), slotText(r.Slot), fmt.Sprintf("%d permit(s)", r.Held), safe(r.Owner), safe(r.Host), fmt.Sprint(r.Token)}
+		slot, held := slotText(r.Slot), fmt.Sprintf("%d permit(s)", r.Held)
+		if r.Of > 0 { // the count the Semaphore declared (migration 00017)
+			slot += " of " + strconv.Itoa(r.Of)
+			held = fmt.Sprintf("%d of %d", r.Held, r.Of)
+		}
+		return []string{safe(r.Key), slot, held, safe(r.Owner), safe(r.Host), fmt.Sprint(r.Token)}
 	}},
 	{kindRWLock, "rwlock holds", []string{"KEY", "HOLD", "READERS", "WRITER WAITING", "HOLDER HOST/PID", "TOKEN"}, func(r lockRow) []string {
 		hold := r.State

@@ -406,6 +406,9 @@ func (s *Source) List(ctx context.Context, want map[string]bool) ([]Row, error) 
 			}
 		}
 	}
+	if err := s.addFacts(ctx, rows); err != nil {
+		return nil, err
+	}
 	slices.SortStableFunc(rows, func(a, b Row) int {
 		return slices.Index(Kinds, a.Kind) - slices.Index(Kinds, b.Kind)
 	})
