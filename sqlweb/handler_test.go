@@ -3,11 +3,13 @@ package sqlweb_test
 import (
 	"context"
 	"database/sql"
+	"html"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -140,6 +142,43 @@ func TestEveryKindRendered(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Log(page)
+	}
+
+	// Forced from the page, a permit is freed and audited as a permit.
+	fsrv := httptest.NewServer(sqlweb.Handler(db, sqllock.SQLite, sqlweb.WithForce("s3cret")))
+	defer fsrv.Close()
+	resp, err = http.Get(fsrv.URL + "/fragment")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var form url.Values
+	for _, m := range regexp.MustCompile(`href="release\?([^"]*)"`).FindAllStringSubmatch(string(b), -1) {
+		q, err := url.ParseQuery(html.UnescapeString(m[1]))
+		if err == nil && q.Get("table") == semaphore.DefaultTable && strings.HasPrefix(q.Get("row"), "exports#") {
+			form = q
+		}
+	}
+	if form == nil {
+		t.Fatalf("no release link for the permit:\n%s", b)
+	}
+	form.Set("reason", "INC-9")
+	form.Set("auth", "s3cret")
+	resp, err = http.PostForm(fsrv.URL+"/release", form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /release of the permit: %s", resp.Status)
+	}
+	audit, err := tablelock.AuditLog(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(audit) != 1 || audit[0].Table != semaphore.DefaultTable || audit[0].Key != form.Get("row") || audit[0].Reason != "INC-9" || audit[0].Token != p.Token() {
+		t.Errorf("audit trail %+v; want the permit %s, token %d, reason INC-9", audit, form.Get("row"), p.Token())
 	}
 }
 
