@@ -76,7 +76,8 @@ func TestReadOnlyRefusesRelease(t *testing.T) {
 // TestEveryKindRendered: a semaphore's permits, an rwlock's readers and
 // writer and an election's leader each show in their own group, under
 // the names the application gave (never the row's suffix or the
-// election's prefix), with the leader's value.
+// election's prefix), with the leader's value; and a permit forced from
+// the page is freed and audited as the permit it was.
 func TestEveryKindRendered(t *testing.T) {
 	db := sqliteDB(t)
 	ctx := context.Background()
