@@ -26,7 +26,8 @@
 // own), and at most once per half refresh interval however many pages are
 // open. One refresh runs one statement per lock table (the tablelock
 // table, the job table, the permit table), one per leader shown, one for
-// the audit trail, and for what the server shows of advisory locks and
+// the sizes of the semaphores and one for the next due of the jobs
+// shown, one for the audit trail, and for what the server shows of advisory locks and
 // waiters: on PostgreSQL one for pg_locks and two for the waiting and
 // listening sessions, on MySQL and MariaDB one for @@performance_schema
 // and, where it is on, one for its locks. Measured with no leader: 7
