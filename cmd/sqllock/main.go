@@ -22,7 +22,7 @@
 // its own). On a postgres DSN, sqllock_pooler=transaction declares a
 // transaction-pooling proxy (PgBouncer's pool_mode = transaction): every
 // Locker the command builds works through it, and the commands that
-// cannot (migrate up|down, bench, demo job) refuse at once saying why.
+// cannot (migrate up|down) refuse at once saying why.
 // SQLLOCK_DSN is the default. Without either, the command uses
 // an embedded SQLite file in --data-dir (default: a sqllock folder in the
 // user's state folder, $XDG_STATE_HOME or else ~/.local/state, made 0700;
