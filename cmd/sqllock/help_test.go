@@ -17,6 +17,7 @@ func TestHelpEverywhere(t *testing.T) {
 		{"demo", "stock", "-h"}, {"demo", "job", "--help"},
 		{"migrate", "-h"}, {"migrate", "up", "-h"}, {"migrate", "export", "-h"},
 		{"locks", "-h"}, {"locks", "release", "-h"}, {"hold", "-h"}, {"bench", "-h"},
+		{"web", "-h"}, {"web", "--help"},
 	} {
 		r := sqllockCmd(t, args...)
 		if r.code != 0 || !strings.Contains(r.stdout, "usage: sqllock") || r.stderr != "" {
