@@ -2,6 +2,7 @@ package tablelock_test
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -118,4 +119,41 @@ func TestSQLiteBusyRenewalSaysSo(t *testing.T) {
 		}
 	}
 	lease.Release(ctx)
+}
+
+// On SQLite a take bumps the fence row in its own statement, through the
+// lock table's triggers (migration 00018, or CreateTable): the next take,
+// of any key in any lock table, draws a larger token.
+func TestSQLiteTakeBumpsFenceRow(t *testing.T) {
+	db := testdb.Open(t, sqllock.SQLite)
+	ctx := context.Background()
+	table := fmt.Sprintf("tl_fence_%x", rand.Uint64())
+	if err := tablelock.CreateTable(ctx, db.DB, db.Dialect, table); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Exec("DROP TABLE " + table) })
+	var triggers int
+	if err := db.QueryRow(`SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name IN (?, ?)`, table, tablelock.DefaultTable).Scan(&triggers); err != nil || triggers != 4 {
+		t.Fatalf("triggers on %s and %s: %d, %v; want 4", table, tablelock.DefaultTable, triggers, err)
+	}
+	lockers := []*tablelock.Locker{newLocker(t, db, tablelock.WithTable(table)), newLocker(t, db), newLocker(t, db, tablelock.WithTable(table))}
+	key := locktest.Key(t)
+	var last int64
+	for i, l := range lockers {
+		lease, err := l.Acquire(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fence int64
+		if err := db.QueryRow(`SELECT value FROM sqllock_fence WHERE id = 1`).Scan(&fence); err != nil {
+			t.Fatal(err)
+		}
+		if lease.Token() <= last || fence != lease.Token() {
+			t.Errorf("take %d: token %d after %d, fence row at %d; want a larger token, and the fence row at it", i, lease.Token(), last, fence)
+		}
+		last = lease.Token()
+		if err := lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

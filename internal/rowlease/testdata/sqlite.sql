@@ -16,7 +16,8 @@ CREATE TABLE `sqllock_locks` (
     acquired_at INTEGER NOT NULL,
     expires_at  INTEGER NOT NULL
 );
-CREATE INDEX `sqllock_locks_expires_at` ON `sqllock_locks` (expires_at);
+CREATE TRIGGER `sqllock_locks_token_in` AFTER INSERT ON `sqllock_locks` BEGIN UPDATE sqllock_fence SET value = MAX(value, NEW.token) WHERE id = 1; END;
+CREATE TRIGGER `sqllock_locks_token_up` AFTER UPDATE OF token ON `sqllock_locks` WHEN NEW.token > OLD.token BEGIN UPDATE sqllock_fence SET value = MAX(value, NEW.token) WHERE id = 1; END;
 
 -- name: Live
 SELECT lock_key FROM `sqllock_locks` WHERE expires_at > CAST(unixepoch('subsec') * 1000000 AS INTEGER) AND lock_key IN (?1, ?2)
@@ -25,7 +26,7 @@ SELECT lock_key FROM `sqllock_locks` WHERE expires_at > CAST(unixepoch('subsec')
 INSERT INTO `sqllock_locks` AS t (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
 VALUES (?1, ?2, ?3, 1, (SELECT value + 1 FROM sqllock_fence WHERE id = 1), CAST(unixepoch('subsec') * 1000000 AS INTEGER), CAST(unixepoch('subsec') * 1000000 AS INTEGER) + ?4)
 ON CONFLICT (lock_key) DO UPDATE SET
-	token       = CASE WHEN t.expires_at > CAST(unixepoch('subsec') * 1000000 AS INTEGER) THEN t.token ELSE excluded.token END,
+	token       = CASE WHEN t.expires_at > CAST(unixepoch('subsec') * 1000000 AS INTEGER) THEN t.token ELSE MAX(excluded.token, t.token + 1) END,
 	hold_count  = CASE WHEN t.expires_at > CAST(unixepoch('subsec') * 1000000 AS INTEGER) THEN t.hold_count + 1 ELSE 1 END,
 	acquired_at = CASE WHEN t.expires_at > CAST(unixepoch('subsec') * 1000000 AS INTEGER) THEN t.acquired_at ELSE excluded.acquired_at END,
 	expires_at  = MAX(t.expires_at, excluded.expires_at),
@@ -68,6 +69,9 @@ FROM `sqllock_locks` WHERE lock_key = ?1 AND token = ?2 AND expires_at > CAST(un
 -- name: Reap
 DELETE FROM `sqllock_locks` WHERE lock_key IN (
 	SELECT lock_key FROM `sqllock_locks` WHERE expires_at < CAST(unixepoch('subsec') * 1000000 AS INTEGER) - ?1 LIMIT ?2)
+
+-- name: Triggers
+SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name IN ('sqllock_locks_token_in', 'sqllock_locks_token_up')
 
 -- name: AuditList
 SELECT id, at, action, lock_table, lock_key, token, owner, host, hold_count, operator, reason
