@@ -140,6 +140,9 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
 			return nil, fmt.Errorf("advisory: WithTransactionPooler: %w", err)
 		}
 	}
+	if cfg.noToken {
+		st = noTokenStore{st}
+	}
 	l := &Locker{db: db, d: d, st: st, prepare: st.prepare(), cfg: cfg, keys: make(map[string]*entry), refused: make(map[string]time.Time),
 		tel: telemetry.New("advisory", d.String(), cfg.tel)}
 	l.closing, l.close = context.WithCancel(context.Background())

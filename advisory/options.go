@@ -46,6 +46,7 @@ type config struct {
 	logger     *slog.Logger
 	tel        telemetry.Options
 	pooler     bool
+	noToken    bool
 }
 
 func defaults() config {
@@ -158,6 +159,23 @@ func WithMaxBackoff(d time.Duration) Option {
 func WithTransactionPooler() Option {
 	return func(c *config) error {
 		c.pooler = true
+		return nil
+	}
+}
+
+// WithoutToken takes locks without drawing a fencing token, for callers
+// that never fence: every lease's Token is 0, and package fence refuses
+// it (a token must be at least 1). It gives up what the token is for: a
+// holder paused past the loss of its session (a kill, a network cut, a
+// long GC) cannot be stopped from writing after its successor, since the
+// protected resource has nothing to compare. What it saves is the draw:
+// on PostgreSQL a token is a nextval of the shared sequence, which logs
+// to the WAL every 32 values and makes that statement's commit wait for
+// a WAL flush, and serialises concurrent draws on the sequence's page.
+// The lock itself is the same.
+func WithoutToken() Option {
+	return func(c *config) error {
+		c.noToken = true
 		return nil
 	}
 }

@@ -3,9 +3,12 @@ package advisory
 import (
 	"context"
 	"database/sql"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/sqlutil"
 )
 
 // store is one dialect's locks: the statements, the order of their
@@ -103,4 +106,42 @@ func queryHeld(ctx context.Context, h handle, query string, args []any) (bool, e
 	var held sql.NullBool
 	err := h.queryRow(ctx, query, args, &held)
 	return held.Valid && held.Bool, err
+}
+
+// noTokenStore serves WithoutToken: st's statements with their token
+// expression replaced by 0, so a granted lock returns token 0 and no
+// sequence is drawn.
+type noTokenStore struct{ store }
+
+func (s noTokenStore) try(ctx context.Context, h handle, id lockID, m mode) (int64, bool, error) {
+	return s.store.try(ctx, noTokenHandle{h}, id, m)
+}
+
+func (s noTokenStore) block(ctx context.Context, h handle, id lockID, m mode) (int64, bool, error) {
+	return s.store.block(ctx, noTokenHandle{h}, id, m)
+}
+
+func (s noTokenStore) acquireTx(ctx context.Context, h handle, id lockID, wait bool) (int64, bool, error) {
+	return s.store.acquireTx(ctx, noTokenHandle{h}, id, wait)
+}
+
+// noTokenHandle runs h's statements without their token expression.
+type noTokenHandle struct{ h handle }
+
+// tokenExprs are the expressions the stores draw a token with.
+var tokenExprs = []string{sqlutil.PostgresToken, "NEXTVAL(sqllock_fence_seq)"}
+
+// noTokenSQL caches each statement's text without its token.
+var noTokenSQL sync.Map
+
+func (n noTokenHandle) queryRow(ctx context.Context, query string, args []any, dest any) error {
+	q, ok := noTokenSQL.Load(query)
+	if !ok {
+		s := query
+		for _, e := range tokenExprs {
+			s = strings.ReplaceAll(s, e, "0")
+		}
+		q, _ = noTokenSQL.LoadOrStore(query, s)
+	}
+	return n.h.queryRow(ctx, q.(string), args, dest)
 }
