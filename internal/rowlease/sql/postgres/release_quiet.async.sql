@@ -1,3 +1,8 @@
+-- ReleaseQuiet, with Config.AsyncCommit: on a quiet key the release first runs without the
+-- queue and the calls, and only where nobody waits: the row is neither
+-- marked nor has anyone queued, read under its row lock. A waiter that
+-- queued before is seen, and the announced release runs after this one
+-- changed nothing; one that tries after finds the key free.
 UPDATE "sqllock_locks" SET hold_count = hold_count - 1,
 		owner      = CASE WHEN hold_count > 1 THEN owner ELSE '' END,
 		expires_at = CASE WHEN hold_count > 1 THEN expires_at ELSE acquired_at + $4 * interval '1 microsecond' END,

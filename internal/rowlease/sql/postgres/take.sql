@@ -1,3 +1,9 @@
+-- Take. $1 key, $2 owner, $3 host, $4 TTL µs. The SET list sees the
+-- row before the statement, so every CASE asks about the holder before
+-- it. A free (expired) row is taken under a token drawn after the row
+-- lock, larger than every earlier holder's; the owner's own row gets one
+-- hold more. When the upsert takes nothing, the holder is read from the
+-- statement's snapshot; a holder newer than the snapshot leaves no row.
 WITH got AS (
 	INSERT INTO "sqllock_locks" AS t (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
 	VALUES ($1, $2, $3, 1, sqllock_next_token(), now(), now() + $4 * interval '1 microsecond')

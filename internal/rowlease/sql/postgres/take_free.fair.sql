@@ -1,3 +1,11 @@
+-- TakeFree, fair order ($5 the Locker id, $6 its claim window; with
+-- owner and host, its entry): a claim that expects the key free, on a
+-- quiet key, first tries a plain UPDATE of a free row: it costs the
+-- server less than the upsert (no proposed row, so one token drawn). A
+-- row that is absent, held, or the claimant's already is left to the
+-- upsert (take), which queues a refused claimant. A new holder clears
+-- the mark and leaves the queue, and a grant that lapsed (called) is
+-- forgotten.
 UPDATE "sqllock_locks" SET token = sqllock_next_token(), hold_count = 1, acquired_at = now(),
 	expires_at = now() + $4 * interval '1 microsecond', owner = $2, host = $3,
 	wanted = false, waiters = array_remove(waiters, ROW($5::text, $6::bigint, $2::varchar, $3::varchar)::sqllock_waiter), called = NULL
