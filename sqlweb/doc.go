@@ -4,7 +4,7 @@
 // who holds each, its token, how long it has been held and how long it has
 // left on the database's clock, the sessions waiting where the server
 // shows them, the runs of each job, the audit trail of force releases, and
-// per key a chart of the hold times of the last minutes.
+// per key charts of the hold times and the waits of the last minutes.
 //
 // Mount it on an application's own mux, under a prefix that ends in a
 // slash:
@@ -28,11 +28,11 @@
 // table, the job table, the permit table), one per leader shown, one for
 // the sizes of the semaphores and one for the next due of the jobs
 // shown, one for the audit trail, and for what the server shows of advisory locks and
-// waiters: on PostgreSQL one for pg_locks and two for the waiting and
-// listening sessions, on MySQL and MariaDB one for @@performance_schema
-// and, where it is on, one for its locks. Measured with no leader: 7
-// statements on PostgreSQL, 5 on MariaDB (performance_schema off), 4 on
-// SQLite.
+// waiters: on PostgreSQL one for pg_locks, two for the waiting and
+// listening sessions and one for the queues the lock rows keep, on MySQL
+// and MariaDB one for @@performance_schema and, where it is on, one for
+// its locks. Measured with no leader: 8 statements on PostgreSQL, 5 on
+// MariaDB (performance_schema off), 4 on SQLite.
 //
 // # Charts
 //
@@ -43,6 +43,12 @@
 // application installed a meter provider; the page watches every process
 // of every application on the database, so it charts what the tables show.
 // A hold shorter than the refresh interval may be missed.
+//
+// Waits per key come from where the dialect keeps waiters by key: the
+// queue of each lock row on PostgreSQL, the waiters of each key's gate on
+// MariaDB where performance_schema shows them; MySQL's and SQLite's
+// waiters poll and leave no trace. No queue entry says when its wait
+// began, so a wait counts from the refresh that first saw it.
 //
 // # Forcing a release
 //

@@ -144,6 +144,8 @@ type snapshot struct {
 	Jobs       []run
 	Charts     []chart
 	Waits      template.HTML
+	KeyWaits   []keyWaits
+	WaitsKnown string // what the dialect shows of waiters per key
 	WaitingNow int
 	Window     time.Duration
 	Audit      []holds.AuditRow
@@ -204,6 +206,18 @@ func (h *handler) load(ctx context.Context) *snapshot {
 		}
 		waiting = len(s.Waiters) + s.Listening
 	}
+	// Waiters per key: PostgreSQL's queues in the rows, MariaDB's gate
+	// waiters where performance_schema shows them.
+	var waits []holds.Wait
+	switch {
+	case h.d == sqllock.Postgres:
+		if waits, err = h.src.Waits(ctx); err != nil {
+			return failed(err)
+		}
+	case h.d == sqllock.MySQL:
+		waits = holds.GateWaits(rows, adv)
+	}
+	s.WaitsKnown = waitsKnown(h.d, len(notes) > 0)
 	audit, err := holds.Audit(ctx, h.db, h.c.table)
 	if err != nil {
 		return failed(err)
@@ -216,13 +230,30 @@ func (h *handler) load(ctx context.Context) *snapshot {
 	}
 	s.Audit = audit
 	s.rows = rows
-	s.At = h.hist.add(local, rows, waiting)
+	s.At = h.hist.add(local, rows, waiting, waits)
 	s.WaitingNow = waiting
 	s.Groups = groupsOf(rows, s.Force)
 	s.Jobs = h.hist.runs(rows)
 	s.Charts = h.hist.charts(s.At)
 	s.Waits = h.hist.waitChart(s.At)
+	s.KeyWaits = h.hist.waitCharts(s.At)
 	return s
+}
+
+// waitsKnown says what the page can know of the waiters of a key on d;
+// psOff: MariaDB's performance_schema is off.
+func waitsKnown(d sqllock.Dialect, psOff bool) string {
+	switch {
+	case d == sqllock.Postgres:
+		return "PostgreSQL: the Lockers each lock row queues (refused, still waiting), one per Locker however many of its calls wait, and a waiter that could not queue (behind a pooler) as one."
+	case d == sqllock.MySQL && !psOff:
+		return "MariaDB: the sessions waiting on a key's gate (GET_LOCK), as performance_schema shows them."
+	case d == sqllock.MySQL:
+		return "MariaDB: a waiter waits on a gate (GET_LOCK) that only performance_schema shows, and it is off on this server: no waits per key."
+	case d == sqllock.MySQLCommon:
+		return "MySQL: waiters poll the row and leave no trace in the database: no waits per key."
+	}
+	return "SQLite: waiters poll the file and leave no trace in it: no waits per key."
 }
 
 type pageData struct {

@@ -21,6 +21,7 @@ type history struct {
 	offset time.Duration    // the database's clock minus ours, as last seen
 	holds  map[string]*seen // by table, row key and token
 	waits  []waitPoint
+	queued map[string]*waiter // by table, row key and waiter id
 }
 
 // seen is one hold as last sampled.
@@ -34,12 +35,22 @@ type seen struct {
 }
 
 type waitPoint struct {
-	at time.Time
-	n  int
+	at    time.Time
+	n     int
+	byKey map[[2]string]int // waiters per kind and key, where known
+}
+
+// waiter is one waiter for a key as last sampled. No dialect records when
+// a wait began (a queue entry carries no time), so its wait is counted
+// from the sample that first saw it to the last that did.
+type waiter struct {
+	kind, key   string
+	first, last time.Time // on the database's clock
+	open        bool      // seen at the last refresh
 }
 
 func newHistory(window time.Duration) *history {
-	return &history{window: window, holds: map[string]*seen{}}
+	return &history{window: window, holds: map[string]*seen{}, queued: map[string]*waiter{}}
 }
 
 // now is the database's clock, as far as the last rows told it.
@@ -51,7 +62,7 @@ func (h *history) now() time.Time {
 
 // add records the rows read at local (our clock, just before the read)
 // and returns the database's time of the read.
-func (h *history) add(local time.Time, rows []holds.Row, waiting int) time.Time {
+func (h *history) add(local time.Time, rows []holds.Row, waiting int, waits []holds.Wait) time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, r := range rows {
@@ -82,7 +93,26 @@ func (h *history) add(local time.Time, rows []holds.Row, waiting int) time.Time 
 			delete(h.holds, id)
 		}
 	}
-	h.waits = append(h.waits, waitPoint{now, waiting})
+	for _, w := range h.queued {
+		w.open = false
+	}
+	byKey := map[[2]string]int{}
+	for _, w := range waits {
+		id := w.Table + "\x00" + w.RowKey + "\x00" + w.ID
+		q := h.queued[id]
+		if q == nil {
+			q = &waiter{kind: w.Kind, key: w.Key, first: now}
+			h.queued[id] = q
+		}
+		q.last, q.open = now, true
+		byKey[[2]string{w.Kind, w.Key}]++
+	}
+	for id, q := range h.queued {
+		if q.last.Before(from) {
+			delete(h.queued, id)
+		}
+	}
+	h.waits = append(h.waits, waitPoint{now, waiting, byKey})
 	i := 0
 	for i < len(h.waits) && h.waits[i].at.Before(from) {
 		i++
@@ -239,4 +269,85 @@ func frac(d, of time.Duration) float64 {
 		return 0
 	}
 	return min(max(float64(d)/float64(of), 0), 1)
+}
+
+// keyWaits is one key's waits.
+type keyWaits struct {
+	Kind, Key string
+	Waits     int           // waiters seen in the window
+	Now       int           // waiting at the last refresh
+	Longest   time.Duration // the longest wait seen
+	SVG       template.HTML
+}
+
+// waitCharts draws, per key whose waiters the page saw, the number waiting
+// at each refresh (a line) and one point per waiter: at the refresh that
+// first saw it, as high as it had waited when last seen (orange: still
+// waiting).
+func (h *history) waitCharts(now time.Time) []keyWaits {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	byKey := map[[2]string][]*waiter{}
+	for _, w := range h.queued {
+		k := [2]string{w.kind, w.key}
+		byKey[k] = append(byKey[k], w)
+	}
+	keys := make([][2]string, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b [2]string) int {
+		if c := slices.Index(holds.Kinds, a[0]) - slices.Index(holds.Kinds, b[0]); c != 0 {
+			return c
+		}
+		return strings.Compare(a[1], b[1])
+	})
+	if len(keys) > maxCharts {
+		slices.SortStableFunc(keys, func(a, b [2]string) int { return len(byKey[b]) - len(byKey[a]) })
+		keys = keys[:maxCharts]
+	}
+	from := now.Add(-h.window)
+	x := func(t time.Time) float64 { return padL + 3 + float64(chartW-padL-8)*frac(t.Sub(from), h.window) }
+	var out []keyWaits
+	for _, k := range keys {
+		ws := byKey[k]
+		slices.SortFunc(ws, func(a, b *waiter) int { return a.first.Compare(b.first) })
+		kw := keyWaits{Kind: k[0], Key: k[1], Waits: len(ws)}
+		for _, w := range ws {
+			kw.Longest = max(kw.Longest, w.last.Sub(w.first))
+			if w.open {
+				kw.Now++
+			}
+		}
+		top := 0
+		for _, p := range h.waits {
+			top = max(top, p.byKey[k])
+		}
+		scale := max(kw.Longest, time.Second)
+		var b strings.Builder
+		fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img">`, chartW, chartH, chartW, chartH)
+		axis(&b, h.window, fmt.Sprintf("max %d waiting", top))
+		var pts []string
+		for _, p := range h.waits {
+			if p.at.Before(ws[0].first) {
+				continue // before the key's first waiter: nothing to draw
+			}
+			y := 2 + float64(chartH-padB-14)*(1-float64(p.byKey[k])/float64(max(top, 1)))
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(p.at), y))
+		}
+		fmt.Fprintf(&b, `<polyline class="waiting" fill="none" stroke="#d0d7de" stroke-width="1.5" points="%s"/>`, strings.Join(pts, " "))
+		for _, w := range ws {
+			d := w.last.Sub(w.first)
+			y := float64(chartH-padB-16) * (1 - frac(d, scale))
+			fill := "#bf8700"
+			if !w.open {
+				fill = "#8c959f"
+			}
+			fmt.Fprintf(&b, `<circle class="wait" cx="%.1f" cy="%.1f" r="3" fill="%s"><title>waited %s</title></circle>`, x(w.first), y+2, fill, span(d))
+		}
+		b.WriteString(`</svg>`)
+		kw.SVG = template.HTML(b.String()) // numbers only
+		out = append(out, kw)
+	}
+	return out
 }

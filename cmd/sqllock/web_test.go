@@ -81,6 +81,13 @@ type proc struct {
 // with prefix, which it returns.
 func startChild(t *testing.T, prefix string, args ...string) (*proc, string) {
 	t.Helper()
+	c := spawn(t, args...)
+	return c, c.wait(t, prefix)
+}
+
+// spawn runs the binary with args, its stdout lines read by the test.
+func spawn(t *testing.T, args ...string) *proc {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "SQLLOCK_DSN=", "SQLLOCK_WEB_TOKEN=")
 	cmd.Stderr = os.Stderr
@@ -100,7 +107,7 @@ func startChild(t *testing.T, prefix string, args ...string) (*proc, string) {
 			c.lines <- sc.Text()
 		}
 	}()
-	return c, c.wait(t, prefix)
+	return c
 }
 
 // wait returns the next line that starts with prefix.
@@ -285,6 +292,23 @@ func TestWebPageInBrowser(t *testing.T) {
 		if n := jsInt(t, ctx, fmt.Sprintf(`document.querySelectorAll(%q).length`, chart)); n != 2 {
 			t.Errorf("the chart of %s has %d points, want 2 (one per hold seen)", key, n)
 		}
+		// PostgreSQL keeps a queue in the row: an Acquire of another
+		// process blocked on the key shows as a wait point in the key's
+		// waits chart, orange while it waits, grey once the key is its.
+		if d.dialect == sqllock.Postgres {
+			waiter := spawn(t, "hold", key, "--owner", "waiter-"+id, "--for", "2m", "--dsn", d.dsn)
+			waits := fmt.Sprintf(`#keywaits .chart[data-kind="lock"][data-key=%q] circle.wait`, key)
+			jsUntil(t, ctx, "a wait point", fmt.Sprintf(`document.querySelectorAll(%q).length === 1`, waits))
+			jsUntil(t, ctx, "a wait of a refresh or more", fmt.Sprintf(`/[1-9]/.test(document.querySelector(%q).textContent)`, waits))
+			holder2.release(t)
+			waiter.wait(t, "held ")
+			jsUntil(t, ctx, "the wait over", fmt.Sprintf(`document.querySelector(%q + '[fill="#8c959f"]') !== null`, waits))
+			if n := jsInt(t, ctx, fmt.Sprintf(`document.querySelectorAll(%q).length`, waits)); n != 1 {
+				t.Errorf("the waits chart of %s has %d points, want 1 (one per waiter seen)", key, n)
+			}
+			waiter.release(t)
+			return
+		}
 		holder2.release(t)
 	})
 }
@@ -447,10 +471,11 @@ func TestWebEscapesAndCSP(t *testing.T) {
 // states these figures.
 func TestWebStatementsPerRefresh(t *testing.T) {
 	// PostgreSQL: the three lock tables, pg_locks, the waiting and the
-	// listening sessions, the audit trail. MySQL: the tables,
+	// listening sessions, the queues of the three tables, the audit
+	// trail. MySQL: the tables,
 	// @@performance_schema (and its locks where it is on), the audit
 	// trail. SQLite: the tables and the audit trail.
-	want := map[sqllock.Dialect]int64{sqllock.Postgres: 7, sqllock.MySQL: 5, sqllock.MySQLCommon: 5, sqllock.SQLite: 4}
+	want := map[sqllock.Dialect]int64{sqllock.Postgres: 8, sqllock.MySQL: 5, sqllock.MySQLCommon: 5, sqllock.SQLite: 4}
 	forEachDB(t, func(t *testing.T, d dbTarget) {
 		sqllockCmd(t, "migrate", "up", "--dsn", d.dsn).want(t, 0)
 		if d.dialect.IsMySQL() {
