@@ -57,4 +57,9 @@
 // holds the row by then) and writes the audit record that `sqllock locks
 // release --force --reason` writes. Without WithForce the page is read
 // only and refuses every release.
+//
+// WithBasicAuth puts every address behind HTTP basic auth; with
+// WithForceByBasicAuth its credentials stand for the token. As a browser
+// sends them with a form another site posts, a POST from another origin
+// is always refused (http.CrossOriginProtection).
 package sqlweb

@@ -3,6 +3,7 @@ package sqlweb
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"database/sql"
 	"embed"
@@ -40,6 +41,9 @@ type config struct {
 	every     time.Duration
 	window    time.Duration
 	force     string
+	forceAuth bool // force release behind the basic auth alone
+	user      string
+	password  string
 	pooler    bool
 	title     string
 	auditN    int
@@ -66,6 +70,19 @@ func WithWindow(d time.Duration) Option { return func(c *config) { c.window = d 
 // empty token leaves the page read only.
 func WithForce(token string) Option { return func(c *config) { c.force = token } }
 
+// WithBasicAuth asks every request, for the page and for a release, for
+// user and password (HTTP basic auth), compared in constant time. Empty
+// ones turn nothing on. Basic auth sends them in the clear: serve the page
+// on loopback or behind TLS.
+func WithBasicAuth(user, password string) Option {
+	return func(c *config) { c.user, c.password = user, password }
+}
+
+// WithForceByBasicAuth turns on force release for whoever passes
+// WithBasicAuth, with no token of its own (WithForce adds one). Without
+// WithBasicAuth it turns nothing on: the page stays read only.
+func WithForceByBasicAuth() Option { return func(c *config) { c.forceAuth = true } }
+
 // WithTransactionPooler reads through a transaction-pooling proxy
 // (tablelock.WithTransactionPooler).
 func WithTransactionPooler() Option { return func(c *config) { c.pooler = true } }
@@ -83,6 +100,9 @@ func Handler(db *sql.DB, d sqllock.Dialect, opts ...Option) http.Handler {
 	for _, o := range opts {
 		o(&c)
 	}
+	if c.user == "" || c.password == "" {
+		c.user, c.password, c.forceAuth = "", "", false
+	}
 	h := &handler{db: db, d: d, c: c, hist: newHistory(c.window)}
 	sub, _ := fs.Sub(static, "static")
 	h.tmpl = template.Must(template.New("").Funcs(template.FuncMap{"stamp": stamp, "span": span}).ParseFS(sub, "page.html"))
@@ -93,8 +113,33 @@ func Handler(db *sql.DB, d sqllock.Dialect, opts ...Option) http.Handler {
 	mux.HandleFunc("POST /release", h.release)
 	files := http.FileServerFS(sub)
 	mux.Handle("GET /static/", http.StripPrefix("/static", noTemplates(files)))
-	return secure(mux)
+	// A browser sends basic auth's credentials, as it does cookies, with a
+	// form another site posts here: only this page's own may post.
+	var next http.Handler = http.NewCrossOriginProtection().Handler(mux)
+	if c.user != "" {
+		next = basicAuth(c.user, c.password, next)
+	}
+	return secure(next)
 }
+
+// basicAuth serves next to a request with user and password only. It
+// compares their hashes, in constant time whatever their lengths.
+func basicAuth(user, password string, next http.Handler) http.Handler {
+	wantU, wantP := sha256.Sum256([]byte(user)), sha256.Sum256([]byte(password))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, p, ok := r.BasicAuth()
+		gotU, gotP := sha256.Sum256([]byte(u)), sha256.Sum256([]byte(p))
+		if subtle.ConstantTimeCompare(gotU[:], wantU[:])&subtle.ConstantTimeCompare(gotP[:], wantP[:]) != 1 || !ok {
+			w.Header().Set("WWW-Authenticate", `Basic realm="sqllock", charset="UTF-8"`)
+			http.Error(w, "401 Unauthorized: this page needs the user and password it was started with.", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// forceOn reports whether the page offers force release.
+func (c *config) forceOn() bool { return c.force != "" || c.forceAuth }
 
 // secure sets the headers every response carries.
 func secure(next http.Handler) http.Handler {
@@ -167,7 +212,7 @@ func (h *handler) read(ctx context.Context) *snapshot {
 }
 
 func (h *handler) load(ctx context.Context) *snapshot {
-	s := &snapshot{Force: h.c.force != "", Window: h.c.window}
+	s := &snapshot{Force: h.c.forceOn(), Window: h.c.window}
 	failed := func(err error) *snapshot {
 		s.Err = err.Error()
 		s.At = h.hist.now()
@@ -261,12 +306,14 @@ type pageData struct {
 	Every   time.Duration
 	EveryMS int64
 	Force   bool
+	Token   bool // a force release asks for the token
 	Snap    *snapshot
 }
 
 func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 	s := h.read(r.Context())
-	h.render(w, "page", pageData{Title: h.c.title, Every: h.c.every, EveryMS: h.c.every.Milliseconds(), Force: s.Force, Snap: s})
+	h.render(w, "page", pageData{Title: h.c.title, Every: h.c.every, EveryMS: h.c.every.Milliseconds(), Force: s.Force,
+		Token: h.c.force != "", Snap: s})
 }
 
 func (h *handler) fragment(w http.ResponseWriter, r *http.Request) {
@@ -289,6 +336,7 @@ type releaseData struct {
 	Part    string
 	Message string
 	Refused bool
+	Token   bool // the form asks for the force token
 }
 
 // find returns the row of table and rowKey held under token, in a fresh
@@ -310,7 +358,7 @@ func (h *handler) find(ctx context.Context, table, rowKey string, token int64) (
 }
 
 func (h *handler) releaseForm(w http.ResponseWriter, r *http.Request) {
-	if h.c.force == "" {
+	if !h.c.forceOn() {
 		h.refuse(w, http.StatusForbidden, nil, "This page is read only: force release is off (sqllock web --allow-force turns it on).")
 		return
 	}
@@ -323,12 +371,12 @@ func (h *handler) releaseForm(w http.ResponseWriter, r *http.Request) {
 	case row == nil:
 		h.refuse(w, http.StatusNotFound, nil, "That hold is no longer held (or changed hands): nothing to release.")
 	default:
-		h.render(w, "release", releaseData{Row: row, Part: row.Part()})
+		h.render(w, "release", releaseData{Row: row, Part: row.Part(), Token: h.c.force != ""})
 	}
 }
 
 func (h *handler) release(w http.ResponseWriter, r *http.Request) {
-	if h.c.force == "" {
+	if !h.c.forceOn() {
 		h.refuse(w, http.StatusForbidden, nil, "This page is read only: force release is off (sqllock web --allow-force turns it on).")
 		return
 	}
@@ -346,7 +394,7 @@ func (h *handler) release(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, http.StatusConflict, nil, "That hold is no longer held, or changed hands since it was shown: nothing released.")
 		return
 	}
-	if subtle.ConstantTimeCompare([]byte(r.PostForm.Get("auth")), []byte(h.c.force)) != 1 {
+	if h.c.force != "" && subtle.ConstantTimeCompare([]byte(r.PostForm.Get("auth")), []byte(h.c.force)) != 1 {
 		h.refuse(w, http.StatusForbidden, row, "Refused: the force token is missing or wrong. Nothing was released.")
 		return
 	}
@@ -373,7 +421,7 @@ func (h *handler) release(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) refuse(w http.ResponseWriter, code int, row *holds.Row, msg string) {
-	d := releaseData{Row: row, Message: msg, Refused: true}
+	d := releaseData{Row: row, Message: msg, Refused: true, Token: h.c.force != ""}
 	if row != nil {
 		d.Part = row.Part()
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/sqllock/sqllock/advisory"
@@ -20,8 +21,12 @@ import (
 // web --allow-force`, instead of a random one printed at start.
 const webTokenEnv = "SQLLOCK_WEB_TOKEN"
 
+// webAuthEnv names the variable that puts the whole page behind HTTP basic
+// auth, as user:password.
+const webAuthEnv = "SQLLOCK_WEB_BASIC_AUTH"
+
 func init() {
-	commandUsage["web"] = "web [--addr 127.0.0.1:8080] [--allow-force] [--every 2s] [--dsn DSN]\n\nServes a live page of every hold (package sqlweb). It binds to loopback\nunless --addr says otherwise, and is read only unless --allow-force; then a\nforce release needs the token printed at start (or $" + webTokenEnv + ")."
+	commandUsage["web"] = "web [--addr 127.0.0.1:8080] [--allow-force] [--every 2s] [--dsn DSN]\n\nServes a live page of every hold (package sqlweb). It binds to loopback\nunless --addr says otherwise, and is read only unless --allow-force; then a\nforce release needs the token printed at start (or $" + webTokenEnv + ").\n$" + webAuthEnv + "=user:password puts the whole page behind HTTP basic\nauth; with it, --allow-force needs no token unless $" + webTokenEnv + " is set."
 }
 
 // cmdWeb serves the page of every hold until the context ends (Ctrl-C).
@@ -44,9 +49,19 @@ func cmdWeb(ctx context.Context, args []string, e env) error {
 	if *every < 100*time.Millisecond || *window < *every {
 		return fail(exitUsage, "web: --every must be at least 100ms and --window at least --every")
 	}
+	var user, password string
+	if v := e.getenv(webAuthEnv); v != "" {
+		var ok bool
+		user, password, ok = strings.Cut(v, ":")
+		if !ok || user == "" || password == "" {
+			return fail(exitUsage, "web: $%s wants user:password, both not empty", webAuthEnv)
+		}
+	}
 	token := ""
 	if *allowForce {
-		if token = e.getenv(webTokenEnv); token == "" {
+		// Behind basic auth the credentials stand for the token, unless
+		// one is set too.
+		if token = e.getenv(webTokenEnv); token == "" && user == "" {
 			b := make([]byte, 16)
 			if _, err := rand.Read(b); err != nil {
 				return err
@@ -56,7 +71,10 @@ func cmdWeb(ctx context.Context, args []string, e env) error {
 	}
 	return withDB(ctx, df, needMigrated, func(t target, db *sql.DB) error {
 		opts := []sqlweb.Option{sqlweb.WithTable(*table), sqlweb.WithNamespace(*namespace), sqlweb.WithRefresh(*every),
-			sqlweb.WithWindow(*window), sqlweb.WithForce(token), sqlweb.WithTitle(t.display)}
+			sqlweb.WithWindow(*window), sqlweb.WithForce(token), sqlweb.WithTitle(t.display), sqlweb.WithBasicAuth(user, password)}
+		if *allowForce && user != "" {
+			opts = append(opts, sqlweb.WithForceByBasicAuth())
+		}
 		if t.pooler {
 			opts = append(opts, sqlweb.WithTransactionPooler())
 		}
@@ -67,10 +85,17 @@ func cmdWeb(ctx context.Context, args []string, e env) error {
 		srv := &http.Server{Handler: sqlweb.Handler(db, t.dialect, opts...), ReadHeaderTimeout: 10 * time.Second}
 		url := "http://" + ln.Addr().String() + "/"
 		mode := "read only"
-		if token != "" {
+		switch {
+		case token != "":
 			mode = "force release on"
+		case *allowForce:
+			mode = "force release behind the basic auth"
 		}
 		fmt.Fprintf(e.stdout, "serving the holds of %s at %s (%s; Ctrl-C to stop)\n", t.display, url, mode)
+		if user != "" {
+			// Never the password: the user alone says which it is.
+			fmt.Fprintf(e.stdout, "basic auth: user %s, with the password of $%s\n", safe(user), webAuthEnv)
+		}
 		switch {
 		case token != "" && e.getenv(webTokenEnv) != "":
 			fmt.Fprintf(e.stdout, "force token: the value of $%s\n", webTokenEnv)

@@ -88,8 +88,14 @@ func startChild(t *testing.T, prefix string, args ...string) (*proc, string) {
 // spawn runs the binary with args, its stdout lines read by the test.
 func spawn(t *testing.T, args ...string) *proc {
 	t.Helper()
+	return spawnEnv(t, nil, args...)
+}
+
+// spawnEnv is spawn with env (NAME=value) added to the environment.
+func spawnEnv(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "SQLLOCK_DSN=", "SQLLOCK_WEB_TOKEN=")
+	cmd.Env = append(append(os.Environ(), "SQLLOCK_DSN=", "SQLLOCK_WEB_TOKEN=", "SQLLOCK_WEB_BASIC_AUTH="), env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -135,8 +141,17 @@ var urlRE = regexp.MustCompile(`at (http://\S+/) \(`)
 // force token it printed ("" without --allow-force).
 func startWeb(t *testing.T, dsn string, extra ...string) (url, token string) {
 	t.Helper()
+	url, token, _ = startWebEnv(t, nil, dsn, extra...)
+	return url, token
+}
+
+// startWebEnv is startWeb with env added to the command's environment; it
+// returns the process too.
+func startWebEnv(t *testing.T, env []string, dsn string, extra ...string) (url, token string, c *proc) {
+	t.Helper()
 	args := append([]string{"web", "--dsn", dsn, "--addr", "127.0.0.1:0", "--every", webEvery}, extra...)
-	c, line := startChild(t, "serving the holds of ", args...)
+	c = spawnEnv(t, env, args...)
+	line := c.wait(t, "serving the holds of ")
 	m := urlRE.FindStringSubmatch(line)
 	if m == nil {
 		t.Fatalf("no URL in %q", line)
@@ -144,7 +159,7 @@ func startWeb(t *testing.T, dsn string, extra ...string) (url, token string) {
 	if strings.Contains(line, "force release on") {
 		token = strings.TrimPrefix(c.wait(t, "force token: "), "force token: ")
 	}
-	return m[1], token
+	return m[1], token, c
 }
 
 var heldRE = regexp.MustCompile(`token (\d+) host`)
