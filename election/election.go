@@ -15,8 +15,8 @@ import (
 	"github.com/sqllock/sqllock/internal/ctxend"
 	"github.com/sqllock/sqllock/internal/identity"
 	"github.com/sqllock/sqllock/internal/lease"
-	"github.com/sqllock/sqllock/internal/lockhook"
 	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/tablecore"
 	"github.com/sqllock/sqllock/internal/telemetry"
 	"github.com/sqllock/sqllock/tablelock"
 )
@@ -40,11 +40,10 @@ var (
 // each leadership a lease whose token is its term. It is safe for
 // concurrent use; Close it when done.
 type Election struct {
-	l    *tablelock.Locker
+	l    *tablecore.Locker
 	tel  *telemetry.T // each Campaign once, a leadership as its lease
 	db   *sql.DB
 	q    queries
-	d    sqllock.Dialect
 	poll time.Duration // Observe's polling where nothing is announced
 	// safetyPoll is Observe's polling while it hears announcements: only
 	// for one that went unheard some way the listener did not notice.
@@ -53,12 +52,21 @@ type Election struct {
 	closeOnce  sync.Once
 }
 
-// queries are the statements of the term table. start is where Observe
-// begins: the term before the live leader's, or the newest term when
-// none leads, read in one statement so that both come from one snapshot.
-// strict, on the MySQL path, tells whether the session's sql_mode is
-// strict.
-type queries struct{ insert, leader, since, start, strict string }
+// queries are one dialect's statements of the term table. start is where
+// Observe begins: the term before the live leader's, or the newest term
+// when none leads, read in one statement so that both come from one
+// snapshot. strict, on the MySQL path, tells whether the session's
+// sql_mode is strict. announces: insert also announces the term, and its
+// arguments end with the channel and the payload (termPayload).
+type queries struct {
+	insert, leader, since, start, strict string
+	announces                            bool
+}
+
+// stores are the term table's statements by dialect, each registered by
+// its store_<dialect>.go file: the rest of the package asks them, never
+// the dialect.
+var stores = map[sqllock.Dialect]queries{}
 
 // Observe's polling intervals; see Election.poll and safetyPoll.
 const (
@@ -77,73 +85,14 @@ func termPayload(name string) string { return "sqllock.election.term/" + name }
 // "election", one acquisition per Campaign. It does not touch the
 // database; run migrations.Up first. New never closes db.
 func New(db *sql.DB, d sqllock.Dialect, opts ...tablelock.Option) (*Election, error) {
-	l, err := tablelock.New(db, d, opts...)
+	l, err := tablecore.New(db, d, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("election: %w", err)
 	}
-	tel := telemetry.New("election", d.String(), lockhook.Telemetry(l))
-	e := &Election{l: l, tel: tel, db: db, d: d, poll: pollInterval, safetyPoll: safetyPollInterval, done: make(chan struct{})}
-	switch d {
-	case sqllock.Postgres:
-		e.q = queries{
-			// The term row announces itself to Observe, in its own
-			// statement: delivered only if the row commits, and one
-			// NOTIFY per leadership, nothing on renewals or resigns
-			// (Observe delivers leaderships; a resign is announced to
-			// campaigners by the lock table, when one waits).
-			insert: `WITH t AS (
-	INSERT INTO ` + Table + ` (name, term, value, since) VALUES ($1, $2, $3, now()) RETURNING name
-)
-SELECT pg_notify($4, $5) FROM t`,
-			leader: `SELECT e.value, e.term, e.since FROM ` + Table + ` e JOIN ` + tablelock.DefaultTable + ` l ON l.token = e.term
-WHERE e.name = $1 AND l.lock_key = $2 AND l.expires_at > now()`,
-			since: `SELECT value, term, since FROM ` + Table + ` WHERE name = $1 AND term > $2 ORDER BY term`,
-			start: `SELECT COALESCE(max(CASE WHEN l.lock_key IS NOT NULL THEN e.term - 1 END), max(e.term), 0)
-FROM ` + Table + ` e LEFT JOIN ` + tablelock.DefaultTable + ` l ON l.lock_key = $1 AND l.token = e.term AND l.expires_at > now()
-WHERE e.name = $2`,
-		}
-	case sqllock.MySQL:
-		e.q = queries{
-			// Strict for this statement whatever the session's
-			// sql_mode: a value the column cannot hold is refused,
-			// never stored altered (truncated, or '?' for a character
-			// its character set lacks).
-			insert: `SET STATEMENT sql_mode = CONCAT(@@SESSION.sql_mode, ',STRICT_ALL_TABLES') FOR
-INSERT INTO ` + Table + ` (name, term, value, since) VALUES (?, ?, ?, UTC_TIMESTAMP(6))`,
-			leader: `SELECT e.value, e.term, e.since FROM ` + Table + ` e JOIN ` + tablelock.DefaultTable + ` l ON l.token = e.term
-WHERE e.name = ? AND l.lock_key = ? AND l.expires_at > UTC_TIMESTAMP(6)`,
-			since: `SELECT value, term, since FROM ` + Table + ` WHERE name = ? AND term > ? ORDER BY term`,
-			start: `SELECT COALESCE(MAX(CASE WHEN l.lock_key IS NOT NULL THEN e.term - 1 END), MAX(e.term), 0)
-FROM ` + Table + ` e LEFT JOIN ` + tablelock.DefaultTable + ` l ON l.lock_key = ? AND l.token = e.term AND l.expires_at > UTC_TIMESTAMP(6)
-WHERE e.name = ?`,
-		}
-	case sqllock.MySQLCommon:
-		e.q = queries{
-			// MySQL 8 has no SET STATEMENT: Campaign refuses a session
-			// that is not strict before it campaigns, and the insert
-			// writes nothing in one (a pool's sessions may differ).
-			insert: `INSERT INTO ` + Table + ` (name, term, value, since)
-SELECT ?, ?, ?, UTC_TIMESTAMP(6) FROM DUAL WHERE @@SESSION.sql_mode LIKE '%STRICT%'`,
-			leader: `SELECT e.value, e.term, e.since FROM ` + Table + ` e JOIN ` + tablelock.DefaultTable + ` l ON l.token = e.term
-WHERE e.name = ? AND l.lock_key = ? AND l.expires_at > UTC_TIMESTAMP(6)`,
-			since: `SELECT value, term, since FROM ` + Table + ` WHERE name = ? AND term > ? ORDER BY term`,
-			start: `SELECT COALESCE(MAX(CASE WHEN l.lock_key IS NOT NULL THEN e.term - 1 END), MAX(e.term), 0)
-FROM ` + Table + ` e LEFT JOIN ` + tablelock.DefaultTable + ` l ON l.lock_key = ? AND l.token = e.term AND l.expires_at > UTC_TIMESTAMP(6)
-WHERE e.name = ?`,
-			strict: `SELECT @@SESSION.sql_mode`,
-		}
-	case sqllock.SQLite:
-		const now = `CAST(unixepoch('subsec') * 1000000 AS INTEGER)`
-		e.q = queries{
-			insert: `INSERT INTO ` + Table + ` (name, term, value, since) VALUES (?1, ?2, ?3, ` + now + `)`,
-			leader: `SELECT e.value, e.term, e.since FROM ` + Table + ` e JOIN ` + tablelock.DefaultTable + ` l ON l.token = e.term
-WHERE e.name = ?1 AND l.lock_key = ?2 AND l.expires_at > ` + now,
-			since: `SELECT value, term, since FROM ` + Table + ` WHERE name = ?1 AND term > ?2 ORDER BY term`,
-			start: `SELECT COALESCE(max(CASE WHEN l.lock_key IS NOT NULL THEN e.term - 1 END), max(e.term), 0)
-FROM ` + Table + ` e LEFT JOIN ` + tablelock.DefaultTable + ` l ON l.lock_key = ?1 AND l.token = e.term AND l.expires_at > ` + now + `
-WHERE e.name = ?2`,
-		}
-	}
+	tel := telemetry.New("election", d.String(), l.Telemetry())
+	e := &Election{l: l, tel: tel, db: db, poll: pollInterval, safetyPoll: safetyPollInterval, done: make(chan struct{})}
+	// Every dialect tablecore.New accepts has its store.
+	e.q = stores[d]
 	return e, nil
 }
 
@@ -225,7 +174,7 @@ func (e *Election) Campaign(ctx context.Context, name, value string) (ld *Leader
 	// live lease, so a row of a term that never led (or led no more)
 	// names no leader.
 	args := []any{name, won.Token(), value}
-	if e.d == sqllock.Postgres {
+	if e.q.announces {
 		args = append(args, sqlutil.NotifyChannel(tablelock.DefaultTable), termPayload(name))
 	}
 	res, err := e.db.ExecContext(ctx, e.q.insert, args...)
@@ -243,7 +192,7 @@ func (e *Election) Campaign(ctx context.Context, name, value string) (ld *Leader
 		}
 		return nil, fmt.Errorf("election: campaign %q: publish term %d: %w", name, won.Token(), err)
 	}
-	return &Leadership{name: name, value: value, lease: won.(*tablelock.Lease)}, nil
+	return &Leadership{name: name, value: value, lease: won}, nil
 }
 
 // Leader describes one leadership.
@@ -298,7 +247,7 @@ func (e *Election) Observe(ctx context.Context, name string) (<-chan Leader, err
 	// Listen before the first read: a term published after it is heard.
 	var wake <-chan struct{}
 	stop, poll := func() {}, e.poll
-	if ln := lockhook.Listener(e.l); ln != nil {
+	if ln := e.l.Listener(); ln != nil {
 		w, s, err := ln.Watch(ctx, termPayload(name))
 		switch {
 		case err == nil:
@@ -372,7 +321,7 @@ func (e *Election) after(ctx context.Context, name string, term int64) ([]Leader
 // Leadership is a won election: a lease whose token is the term.
 type Leadership struct {
 	name, value string
-	lease       *tablelock.Lease
+	lease       *tablecore.Lease
 }
 
 // Name returns the election's name (Key returns the lease's lock key).

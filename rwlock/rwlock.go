@@ -21,8 +21,8 @@ import (
 	"github.com/sqllock/sqllock/internal/ctxend"
 	"github.com/sqllock/sqllock/internal/identity"
 	"github.com/sqllock/sqllock/internal/lease"
-	"github.com/sqllock/sqllock/internal/lockhook"
 	"github.com/sqllock/sqllock/internal/rowlease"
+	"github.com/sqllock/sqllock/internal/tablecore"
 	"github.com/sqllock/sqllock/internal/telemetry"
 	"github.com/sqllock/sqllock/semaphore"
 	"github.com/sqllock/sqllock/tablelock"
@@ -47,7 +47,7 @@ var (
 // RWLock hands out read and write holds of keys across processes. It is
 // safe for concurrent use; Close it when done.
 type RWLock struct {
-	l       *tablelock.Locker
+	l       *tablecore.Locker
 	tbl     *rowlease.Table // l's: a writer asks it which reader rows are held
 	readers int
 	// tel records each call once, and a hold as one lease, under
@@ -66,7 +66,7 @@ type hold struct {
 	write bool
 	n     int // leases not yet released
 	token int64
-	lease *tablelock.Lease // the gate (writer) or the reader slot
+	lease *tablecore.Lease // the gate (writer) or the reader slot
 	gid   uint64           // the goroutine that took it without an owner; 0 with one
 }
 
@@ -81,12 +81,12 @@ func New(db *sql.DB, d sqllock.Dialect, readers int, opts ...tablelock.Option) (
 	if readers < 1 || readers > MaxReaders {
 		return nil, fmt.Errorf("rwlock: %w: %d readers (want 1 to %d)", sqllock.ErrInvalidOption, readers, MaxReaders)
 	}
-	l, err := tablelock.New(db, d, append([]tablelock.Option{tablelock.WithTable(DefaultTable)}, opts...)...)
+	l, err := tablecore.New(db, d, append([]tablelock.Option{tablelock.WithTable(DefaultTable)}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("rwlock: %w", err)
 	}
-	tel := telemetry.New("rwlock", d.String(), lockhook.Telemetry(l))
-	return &RWLock{l: l, tbl: lockhook.Table(l), readers: readers, tel: tel, holds: map[holdKey]*hold{}, mine: map[string][]*hold{}}, nil
+	tel := telemetry.New("rwlock", d.String(), l.Telemetry())
+	return &RWLock{l: l, tbl: l.Table(), readers: readers, tel: tel, holds: map[holdKey]*hold{}, mine: map[string][]*hold{}}, nil
 }
 
 // Close ends every hold still held (as lost, like tablelock's Close) and
@@ -277,18 +277,11 @@ func rowErr(op, key string, err error) error {
 	return &keyError{text: fmt.Sprintf("rwlock: %s %q: %s", op, key, text), err: err}
 }
 
-func (rw *RWLock) take(ctx context.Context, key string, wait bool) (*tablelock.Lease, error) {
-	var l sqllock.Lease
-	var err error
+func (rw *RWLock) take(ctx context.Context, key string, wait bool) (*tablecore.Lease, error) {
 	if wait {
-		l, err = rw.l.Acquire(ctx, key)
-	} else {
-		l, err = rw.l.TryAcquire(ctx, key)
+		return rw.l.Acquire(ctx, key)
 	}
-	if err != nil {
-		return nil, err
-	}
-	return l.(*tablelock.Lease), nil
+	return rw.l.TryAcquire(ctx, key)
 }
 
 // read passes the writers' gate (held by a writer from the start of its

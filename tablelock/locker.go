@@ -3,22 +3,12 @@ package tablelock
 import (
 	"context"
 	"database/sql"
-	"errors"
-	"fmt"
 	"io"
-	"sync"
 	"time"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/backoff"
-	"github.com/sqllock/sqllock/internal/ctxend"
-	"github.com/sqllock/sqllock/internal/identity"
-	"github.com/sqllock/sqllock/internal/lease"
-	"github.com/sqllock/sqllock/internal/lockhook"
 	"github.com/sqllock/sqllock/internal/rowlease"
-	"github.com/sqllock/sqllock/internal/telemetry"
-	"github.com/sqllock/sqllock/internal/waitloop"
-	"github.com/sqllock/sqllock/internal/waitq"
+	"github.com/sqllock/sqllock/internal/tablecore"
 )
 
 var (
@@ -26,356 +16,48 @@ var (
 	_ io.Closer      = (*Locker)(nil)
 )
 
-func init() {
-	// Package election watches its term announcements through the
-	// Locker's own listening session rather than opening a second one.
-	lockhook.Listener = func(l any) *rowlease.Listener { return l.(*Locker).ln }
-	// Package rwlock's writer asks which reader rows are held, in one
-	// statement, rather than taking each.
-	lockhook.Table = func(l any) *rowlease.Table { return l.(*Locker).tbl }
-}
-
-// errClosed: a try found the Locker closed.
-var errClosed = errors.New("tablelock: locker closed")
-
 // Locker hands out leases backed by rows of a lock table. It is safe for
 // concurrent use. Close ends what it still holds (see the package doc).
 type Locker struct {
-	db      *sql.DB
-	tbl     *rowlease.Table
-	cfg     config
-	host    string
-	waiters *waitq.Queue
-	ln      *rowlease.Listener // nil unless the dialect announces releases and WithNotify is on
-	gate    *rowlease.Gate     // nil unless the dialect gates keys (MariaDB) and WithNotify is on
-	done    chan struct{}      // closed by Close
-	tel     *telemetry.T
-
-	mu     sync.Mutex
-	holds  map[holdID]*hold
-	closed bool
-	tries  sync.WaitGroup // tries in flight
-	// fairWaiters: fair Acquires with a Grant, each until it has left
-	// the queue (Table.LeaveQueue).
-	fairWaiters sync.WaitGroup
-	renewers    sync.WaitGroup // renewal goroutines
+	// c is the whole Locker; this type documents it for users. The
+	// primitives built on the lock table hold a tablecore.Locker too.
+	c *tablecore.Locker
 }
 
 // New returns a Locker over db for dialect d. It checks its options but does
 // not touch the database; run migrations.Up first. New never closes db.
 func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
-	if db == nil {
-		return nil, fmt.Errorf("tablelock: %w: nil *sql.DB", sqllock.ErrInvalidOption)
-	}
-	cfg := defaults()
-	for _, o := range opts {
-		if err := o(&cfg); err != nil {
-			return nil, fmt.Errorf("tablelock: %w", err)
-		}
-	}
-	if err := cfg.finish(); err != nil {
-		return nil, fmt.Errorf("tablelock: %w", err)
-	}
-	if cfg.fair && !roomToListen(db) {
-		return nil, fmt.Errorf("tablelock: %w: WithFairness on a pool of one connection (SetMaxOpenConns(1)): a fair waiter listens for its grant on a session of its own, beside its statements", sqllock.ErrInvalidOption)
-	}
-	// A wake-up says "look again": several before a try count as one.
-	waiters := waitq.New(waitq.Coalesce)
-	tbl, err := rowlease.Open(db, d, rowlease.Config{
-		Table:       cfg.table,
-		Notify:      true, // waiters elsewhere listen whether or not this Locker does
-		AsyncCommit: cfg.asyncCommit,
-		Fair:        cfg.fair,
-		Unprepared:  cfg.pooler,
-		Freed:       func(key string) { waiters.Signal(key) },
-	})
+	c, err := tablecore.New(db, d, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("tablelock: %w", err)
+		return nil, err
 	}
-	l := &Locker{
-		db: db, tbl: tbl, cfg: cfg, host: identity.Host(), waiters: waiters,
-		done:  make(chan struct{}),
-		holds: make(map[holdID]*hold),
-		tel:   telemetry.New("tablelock", d.String(), cfg.tel),
-	}
-	l.cfg.logger = telemetry.Logger(cfg.logger, "tablelock", d.String())
-	if cfg.notify {
-		l.ln = tbl.Listener(waiters, cfg.logger)
-		l.gate = tbl.Gate(cfg.logger)
-	}
-	return l, nil
+	return &Locker{c: c}, nil
 }
 
 // TTL is the lease length the Locker grants.
-func (l *Locker) TTL() time.Duration { return l.cfg.ttl }
+func (l *Locker) TTL() time.Duration { return l.c.TTL() }
 
 // Acquire blocks until key is held by the owner in ctx (or a fresh random
 // owner) or ctx ends; then the error matches both sqllock.ErrNotAcquired and
 // ctx.Err().
 func (l *Locker) Acquire(ctx context.Context, key string) (sqllock.Lease, error) {
-	return l.acquire(ctx, key, true)
+	return wrap(l.c.Acquire(ctx, key))
 }
 
 // TryAcquire takes key if it is free, expired or already held by the owner
 // in ctx, and otherwise returns an error matching sqllock.ErrNotAcquired
 // that names the holder's host.
 func (l *Locker) TryAcquire(ctx context.Context, key string) (sqllock.Lease, error) {
-	return l.acquire(ctx, key, false)
+	return wrap(l.c.TryAcquire(ctx, key))
 }
 
-func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ sqllock.Lease, err error) {
-	ctx, obs := l.tel.StartAcquire(ctx, key, wait)
-	var won *Lease
-	tries := 0
-	defer func() {
-		lease.EndAcquire(ctx, obs, won, tries, err)
-	}()
-	if err := sqllock.ValidateKey(key); err != nil {
-		return nil, fmt.Errorf("tablelock: acquire %q: %w", key, err)
-	}
-	owner, fresh, err := identity.Resolve(ctx)
+// wrap makes a won lease this package's; a nil *Lease would be a non-nil
+// sqllock.Lease, so a failure returns a nil interface.
+func wrap(s *tablecore.Lease, err error) (sqllock.Lease, error) {
 	if err != nil {
-		return nil, fmt.Errorf("tablelock: acquire %q: %w", key, err)
+		return nil, err
 	}
-	if l.isClosed() {
-		return nil, closedErr(key, false)
-	}
-	if err := ctxend.Err(ctx); err != nil {
-		return nil, notAcquired(key, err)
-	}
-	listening := false
-	if wait && l.ln != nil && !roomToListen(l.db) {
-		if l.cfg.fair {
-			return nil, fmt.Errorf("tablelock: acquire %q: %w: WithFairness on a pool of one connection: no room for the session that listens for grants", key, sqllock.ErrUnsupported)
-		}
-		// The listening session would pin the pool's one connection, and
-		// the tries would wait for it: this waiter polls.
-	} else if wait && l.ln != nil {
-		// Subscribe before the first try so a release between a refused
-		// try and the wait cannot be missed.
-		if err := l.ln.Subscribe(ctx); err == nil {
-			listening = true
-			defer l.ln.Unsubscribe()
-		} else if cerr := ctxend.Err(ctx); cerr != nil {
-			return nil, notAcquired(key, cerr)
-		} else if l.cfg.fair && errors.Is(err, rowlease.ErrCannotListen) {
-			// A waiter that hears no grant would sleep through its turn:
-			// no fair order.
-			return nil, fmt.Errorf("tablelock: acquire %q: %w: WithFairness needs LISTEN, which the driver behind the *sql.DB cannot do (use the pgx stdlib driver)", key, sqllock.ErrUnsupported)
-		}
-	}
-	// In fair order the waiter queues an entry of its own in the row, and
-	// a release may grant it the key (rowlease.Grant).
-	var g *rowlease.Grant
-	if listening && l.cfg.fair {
-		l.mu.Lock()
-		if !l.closed {
-			// A grant holds the key for the claim window; the
-			// grantee's take (its claim) extends it to the TTL.
-			g = l.ln.Expect(key, owner, l.host, l.cfg.claim)
-		}
-		if g != nil {
-			l.fairWaiters.Add(1)
-		}
-		l.mu.Unlock()
-		if g == nil {
-			// Another waiter of this owner queued for the key here (or
-			// the Locker is closing): this one polls.
-			listening = false
-		} else {
-			defer func() {
-				l.ln.Unexpect(g)
-				// One that no longer waits leaves the queue, and gives
-				// back a grant it did not take: else the key stays
-				// with it for a lease.
-				if won == nil {
-					// A hold of this owner still in use here (an
-					// earlier grant to the same entry) is older than
-					// any grant to this waiter.
-					l.tbl.LeaveQueue(key, g, max(g.Above(), l.heldToken(key, owner)))
-				}
-				l.fairWaiters.Done()
-			}()
-		}
-	}
-	last := rowlease.Attempt{Remaining: -1}
-	err = waitloop.Run(ctx, waitloop.Spec{
-		Queue:     l.waiters,
-		Key:       key,
-		Wait:      wait,
-		Reentry:   wait && l.holding(key, owner),
-		Listening: listening,
-		Backoff:   backoff.Exp{Min: time.Millisecond, Max: l.cfg.maxBackoff},
-		Closed:    l.done,
-		Block:     l.blockFor(key, &last),
-		Wake:      g.Wake(),
-		Bound:     l.cfg.bound,
-		Try: func(ctx context.Context, t waitloop.Turn) (waitloop.Result, error) {
-			var heard int64
-			if g != nil {
-				heard = g.Take()
-			}
-			// A queued first try, or one woken by a release, expects the
-			// key free.
-			c := rowlease.Claim{Key: key, Owner: owner, Host: l.host, TTL: l.cfg.ttl,
-				ExpectFree: t.Queued && (t.Tries == 0 || t.Woken), Fresh: fresh, Listening: listening}
-			if g != nil {
-				c.Entry, c.Above = g.Entry, g.Above()
-				c.Accept = c.Above >= 0
-				if heard > 0 {
-					// A grant heard: this take claims it, within the
-					// claim window (WithClaimWindow), as its own.
-					c.Accept, c.Above = true, heard-1
-				}
-			}
-			lease, a, err := l.try(ctx, c)
-			won, last, tries = lease, a, t.Tries+1
-			if g != nil && err == nil && lease == nil && a.Queued {
-				g.Queued(a.Token)
-			}
-			r := waitloop.Result{Won: lease != nil, Remaining: a.Remaining}
-			if lease == nil {
-				r.Holder = a.Token
-			}
-			return r, err
-		},
-	})
-	switch {
-	case err == nil:
-		return won, nil
-	case errors.Is(err, errClosed):
-		return nil, closedErr(key, true)
-	case errors.Is(err, waitloop.ErrRefused):
-		return nil, refused(key, last)
-	}
-	if ended := ctxend.Ended(ctx, err); ended != nil {
-		return nil, notAcquired(key, ended)
-	}
-	return nil, fmt.Errorf("tablelock: acquire %q: %w", key, err)
-}
-
-// try makes one take of c; a nil lease without error means refused. A take
-// won while Close runs is given back: the Locker holds nothing after Close.
-func (l *Locker) try(ctx context.Context, c rowlease.Claim) (*Lease, rowlease.Attempt, error) {
-	if !l.enter() {
-		return nil, rowlease.Attempt{Remaining: -1}, errClosed
-	}
-	defer l.tries.Done()
-	start := time.Now()
-	a, err := l.tbl.TakeDetached(ctx, c)
-	if err != nil || !a.Won {
-		return nil, a, err
-	}
-	if s := l.newLease(ctx, c.Key, c.Owner, a, start); s != nil {
-		return s, a, nil
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lease.ReleaseTimeout)
-	defer cancel()
-	_ = l.tbl.Release(ctx, c.Key, c.Owner, a.Token, 0)
-	l.waiters.Signal(c.Key)
-	return nil, a, errClosed
-}
-
-// enter counts a try in flight, which Close waits for (tries), unless
-// the Locker is closed; the try calls l.tries.Done when it ends.
-func (l *Locker) enter() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return false
-	}
-	l.tries.Add(1)
-	return true
-}
-
-// roomToListen reports whether db's pool leaves room for a listening
-// session beside the statements: not a pool of one connection.
-func roomToListen(db *sql.DB) bool { return db.Stats().MaxOpenConnections != 1 }
-
-// blockFor returns the waitloop.Spec.Block of an Acquire of key: a wait
-// on the key's gate, where the Locker has gates; last is the Acquire's
-// last refused try. A key this Locker holds is left to the wake-ups of
-// this process, and a holder younger than gateAfter (and the round trip
-// that takes its gate) to polling: it may keep no gate yet.
-func (l *Locker) blockFor(key string, last *rowlease.Attempt) func(context.Context, time.Duration) (bool, bool) {
-	if l.gate == nil {
-		return nil
-	}
-	return func(ctx context.Context, d time.Duration) (bool, bool) {
-		if last.HeldFor < gateAfter+gateAfter/2 || l.holdingKey(key) {
-			return false, false
-		}
-		got, err := l.gate.Wait(ctx, key, d)
-		return got, err == nil
-	}
-}
-
-// holdingKey reports whether any owner holds key through this Locker.
-func (l *Locker) holdingKey(key string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for id := range l.holds {
-		if id.key == key {
-			return true
-		}
-	}
-	return false
-}
-
-// isClosed reports whether Close has been called.
-func (l *Locker) isClosed() bool {
-	select {
-	case <-l.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// heldToken is the token under which owner holds key through this
-// Locker, or 0.
-func (l *Locker) heldToken(key, owner string) int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if h := l.holds[holdID{key, owner}]; h != nil {
-		return h.token
-	}
-	return 0
-}
-
-// holding reports whether owner holds key through this Locker.
-func (l *Locker) holding(key, owner string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	_, ok := l.holds[holdID{key, owner}]
-	return ok
-}
-
-// notAcquired is the error of an acquisition that ended for cause (the
-// context's error), joined so that both match.
-func notAcquired(key string, cause error) error {
-	return errors.Join(fmt.Errorf("tablelock: acquire %q: %w", key, sqllock.ErrNotAcquired), cause)
-}
-
-// refused is the error of a TryAcquire that found key held; it names the
-// holder when the try saw it.
-func refused(key string, a rowlease.Attempt) error {
-	switch {
-	case a.Host == "":
-		return fmt.Errorf("tablelock: acquire %q: %w", key, sqllock.ErrNotAcquired)
-	case a.Remaining >= 0:
-		return fmt.Errorf("tablelock: acquire %q: %w: held by %s for %v more", key, sqllock.ErrNotAcquired, a.Host, a.Remaining.Round(time.Millisecond))
-	}
-	return fmt.Errorf("tablelock: acquire %q: %w: held by %s", key, sqllock.ErrNotAcquired, a.Host)
-}
-
-// closedErr is the error of an acquisition refused by a closed Locker;
-// blocked: it was under way when Close came, and did not get the key.
-func closedErr(key string, blocked bool) error {
-	if blocked {
-		return fmt.Errorf("tablelock: acquire %q: %w: %w", key, sqllock.ErrNotAcquired, sqllock.ErrClosed)
-	}
-	return fmt.Errorf("tablelock: acquire %q: %w", key, sqllock.ErrClosed)
+	return &Lease{s: s}, nil
 }
 
 // Close ends the Locker, as the package doc says: it refuses later
@@ -383,54 +65,7 @@ func closedErr(key string, blocked bool) error {
 // ends every lease it holds as lost and frees their keys, stops its
 // listener and renewals and closes its prepared statements. Close never
 // closes the *sql.DB; later calls return nil.
-func (l *Locker) Close() error {
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return nil
-	}
-	l.closed = true
-	close(l.done) // wakes the blocked Acquires, which see closed
-	holds := make([]*hold, 0, len(l.holds))
-	for _, h := range l.holds {
-		holds = append(holds, h)
-	}
-	l.mu.Unlock()
-	if l.ln != nil {
-		l.ln.Close()
-	}
-	// A try in flight either added its hold before closed was set (it is
-	// in holds) or gives back what it took. A fair waiter leaves its
-	// queue, and gives back a grant it did not take, before the table
-	// closes.
-	l.tries.Wait()
-	l.fairWaiters.Wait()
-	// Lost first, freed after: a holder learns of the end before anyone
-	// else can take its key.
-	for _, h := range holds {
-		h.lose("the Locker was closed", false)
-	}
-	l.renewers.Wait()
-	ctx, cancel := context.WithTimeout(context.Background(), lease.ReleaseTimeout)
-	defer cancel()
-	var errs []error
-	for _, h := range holds {
-		// By token: every hold of this holder, and nothing of a holder
-		// that took the key since.
-		if _, err := l.tbl.ForceRelease(ctx, h.id.key, h.token); err != nil && !errors.Is(err, sqllock.ErrNotHeld) {
-			errs = append(errs, fmt.Errorf("free %q: %w", h.id.key, err))
-		}
-		l.waiters.Signal(h.id.key)
-	}
-	if l.gate != nil {
-		l.gate.Close() // after the rows: its gates let the waiters through
-	}
-	errs = append(errs, l.tbl.Close())
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("tablelock: close: %w (those keys expire by themselves)", err)
-	}
-	return nil
-}
+func (l *Locker) Close() error { return l.c.Close() }
 
 // ReleaseKey releases one hold of key by the owner in ctx (see
 // sqllock.WithOwner), for a process that restarted with a persistent owner
@@ -438,25 +73,7 @@ func (l *Locker) Close() error {
 // sqllock.ErrNotHeld, and changes nothing, when that owner does not hold
 // key; owners compare byte for byte, as keys do.
 func (l *Locker) ReleaseKey(ctx context.Context, key string) error {
-	if err := sqllock.ValidateKey(key); err != nil {
-		return fmt.Errorf("tablelock: release %q: %w", key, err)
-	}
-	owner, fresh, err := identity.Resolve(ctx)
-	switch {
-	case err != nil:
-		return fmt.Errorf("tablelock: release %q: %w", key, err)
-	case fresh:
-		return fmt.Errorf("tablelock: release %q: %w: no owner in context", key, sqllock.ErrNotHeld)
-	}
-	held, err := l.tbl.ReleaseOwner(ctx, key, owner)
-	l.waiters.Signal(key)
-	if err != nil {
-		return fmt.Errorf("tablelock: release %q: %w", key, err)
-	}
-	if !held {
-		return fmt.Errorf("tablelock: release %q: %w: owner %q", key, sqllock.ErrNotHeld, owner)
-	}
-	return nil
+	return l.c.ReleaseKey(ctx, key)
 }
 
 // ForceRelease frees key for an operator, if it is still held under token:
@@ -475,15 +92,7 @@ func (l *Locker) ReleaseKey(ctx context.Context, key string) error {
 // another token), it frees nothing and returns an error matching
 // sqllock.ErrNotHeld that names the holder now.
 func (l *Locker) ForceRelease(ctx context.Context, key string, token int64, opts ...ForceOption) (bool, error) {
-	freed, err := l.tbl.ForceReleaseAudited(ctx, key, token, rowlease.NewAudit(opts...))
-	if err != nil {
-		return false, fmt.Errorf("tablelock: force release %q: %w", key, err)
-	}
-	if freed {
-		l.waiters.Signal(key)
-		l.tel.ForceReleased(ctx, key)
-	}
-	return freed, nil
+	return l.c.ForceRelease(ctx, key, token, rowlease.NewAudit(opts...))
 }
 
 // Info describes one held lock, as List reports it.
@@ -500,9 +109,9 @@ type Info struct {
 
 // List returns the locks held now, by key.
 func (l *Locker) List(ctx context.Context) ([]Info, error) {
-	rows, err := l.tbl.List(ctx)
+	rows, err := l.c.List(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("tablelock: list: %w", err)
+		return nil, err
 	}
 	out := make([]Info, len(rows))
 	for i, r := range rows {

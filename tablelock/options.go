@@ -10,6 +10,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/lockhook"
+	"github.com/sqllock/sqllock/internal/tablecore"
 	"github.com/sqllock/sqllock/internal/telemetry"
 )
 
@@ -35,37 +36,13 @@ const MinTTL = 10 * time.Millisecond
 // against each other.
 type Option func(*config) error
 
-type config struct {
-	table       string
-	ttl         time.Duration
-	renew       time.Duration // 0: ttl/3
-	margin      time.Duration // 0: ttl/10
-	maxBackoff  time.Duration
-	notify      bool
-	notifyOn    bool // WithNotify(true) was given
-	pooler      bool
-	asyncCommit bool
-	fair        bool
-	bound       time.Duration
-	claim       time.Duration
-	logger      *slog.Logger
-	tel         telemetry.Options
-}
+// config is the core's: the options set what tablecore.New reads.
+type config = tablecore.Config
 
-// A primitive built on a Locker (semaphore, rwlock, election) makes its
-// instruments with the Locker's telemetry options.
-func init() { lockhook.Telemetry = func(l any) telemetry.Options { return l.(*Locker).cfg.tel } }
-
-func defaults() config {
-	return config{
-		table:      DefaultTable,
-		ttl:        DefaultTTL,
-		maxBackoff: 100 * time.Millisecond,
-		notify:     true,
-		bound:      DefaultWaitBound,
-		claim:      DefaultClaimWindow,
-		logger:     slog.New(slog.DiscardHandler),
-	}
+// Package semaphore finds the telemetry options of its Locker through
+// lockhook (the other primitives hold a tablecore.Locker and ask it).
+func init() {
+	lockhook.Telemetry = func(l any) telemetry.Options { return l.(*Locker).c.Telemetry() }
 }
 
 // WithTTL sets how long a lease lives without renewal (default 30s). A held
@@ -76,7 +53,7 @@ func WithTTL(d time.Duration) Option {
 		if d < MinTTL {
 			return fmt.Errorf("%w: TTL %v is below the minimum %v", sqllock.ErrInvalidOption, d, MinTTL)
 		}
-		c.ttl = d
+		c.TTL = d
 		return nil
 	}
 }
@@ -86,7 +63,7 @@ func WithTTL(d time.Duration) Option {
 // table must have the columns of the shipped one (see Schema).
 func WithTable(name string) Option {
 	return func(c *config) error {
-		c.table = name
+		c.Table = name
 		return nil
 	}
 }
@@ -99,7 +76,7 @@ func WithRenewInterval(d time.Duration) Option {
 		if d <= 0 {
 			return fmt.Errorf("%w: renew interval %v must be positive", sqllock.ErrInvalidOption, d)
 		}
-		c.renew = d
+		c.Renew = d
 		return nil
 	}
 }
@@ -112,7 +89,7 @@ func WithSafetyMargin(d time.Duration) Option {
 		if d <= 0 {
 			return fmt.Errorf("%w: safety margin %v must be positive", sqllock.ErrInvalidOption, d)
 		}
-		c.margin = d
+		c.Margin = d
 		return nil
 	}
 }
@@ -126,7 +103,7 @@ func WithMaxBackoff(d time.Duration) Option {
 		if d <= 0 {
 			return fmt.Errorf("%w: max backoff %v must be positive", sqllock.ErrInvalidOption, d)
 		}
-		c.maxBackoff = d
+		c.MaxBackoff = d
 		return nil
 	}
 }
@@ -142,7 +119,7 @@ func WithMaxBackoff(d time.Duration) Option {
 // off, it keeps no gate session and its waiters poll.
 func WithNotify(on bool) Option {
 	return func(c *config) error {
-		c.notify, c.notifyOn = on, on
+		c.Notify, c.NotifyOn = on, on
 		return nil
 	}
 }
@@ -161,7 +138,7 @@ func WithNotify(on bool) Option {
 // conflicts with WithNotify(true).
 func WithTransactionPooler() Option {
 	return func(c *config) error {
-		c.pooler = true
+		c.Pooler = true
 		return nil
 	}
 }
@@ -189,7 +166,7 @@ func WithTransactionPooler() Option {
 // whose lock tables keep no queue of waiters.
 func WithFairness(on bool) Option {
 	return func(c *config) error {
-		c.fair = on
+		c.Fair = on
 		return nil
 	}
 }
@@ -207,7 +184,7 @@ func WithWaitBound(d time.Duration) Option {
 		if d <= 0 {
 			return fmt.Errorf("%w: wait bound %v must be positive", sqllock.ErrInvalidOption, d)
 		}
-		c.bound = d
+		c.Bound = d
 		return nil
 	}
 }
@@ -225,7 +202,7 @@ func WithClaimWindow(d time.Duration) Option {
 		if d <= 0 {
 			return fmt.Errorf("%w: claim window %v must be positive", sqllock.ErrInvalidOption, d)
 		}
-		c.claim = d
+		c.Claim = d
 		return nil
 	}
 }
@@ -245,7 +222,7 @@ func WithClaimWindow(d time.Duration) Option {
 // holder's token is larger. Off by default; ignored on MySQL and SQLite.
 func WithAsyncCommit(on bool) Option {
 	return func(c *config) error {
-		c.asyncCommit = on
+		c.AsyncCommit = on
 		return nil
 	}
 }
@@ -257,47 +234,16 @@ func WithLogger(l *slog.Logger) Option {
 		if l == nil {
 			return fmt.Errorf("%w: nil logger", sqllock.ErrInvalidOption)
 		}
-		c.logger = l
+		c.Logger = l
 		return nil
 	}
-}
-
-func (c *config) finish() error {
-	if c.fair && c.pooler {
-		return fmt.Errorf("%w: WithFairness with WithTransactionPooler: the next waiter is called by LISTEN, which does not reach a client through a transaction pooler", sqllock.ErrInvalidOption)
-	}
-	if c.fair && !c.notify {
-		return fmt.Errorf("%w: WithFairness with WithNotify(false): the next waiter is called by LISTEN, which WithNotify(false) turns off", sqllock.ErrInvalidOption)
-	}
-	if c.pooler {
-		if c.notifyOn {
-			return fmt.Errorf("%w: WithNotify(true) with WithTransactionPooler: LISTEN does not reach a client through a transaction pooler", sqllock.ErrInvalidOption)
-		}
-		c.notify = false
-	}
-	if c.claim >= c.ttl {
-		return fmt.Errorf("%w: claim window %v must be shorter than the TTL %v", sqllock.ErrInvalidOption, c.claim, c.ttl)
-	}
-	if c.margin == 0 {
-		c.margin = c.ttl / 10
-	}
-	if c.renew == 0 {
-		c.renew = c.ttl / 3
-	}
-	if c.margin >= c.ttl/2 {
-		return fmt.Errorf("%w: safety margin %v must be under half the TTL %v", sqllock.ErrInvalidOption, c.margin, c.ttl)
-	}
-	if c.renew > (c.ttl-c.margin)/2 {
-		return fmt.Errorf("%w: renew interval %v leaves no room to retry within TTL %v minus margin %v", sqllock.ErrInvalidOption, c.renew, c.ttl, c.margin)
-	}
-	return nil
 }
 
 // WithMeterProvider sets where the Locker's metrics go (default: the
 // global MeterProvider, a no-op until the application installs one).
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(c *config) error {
-		if err := c.tel.SetMeterProvider(mp); err != nil {
+		if err := c.Tel.SetMeterProvider(mp); err != nil {
 			return fmt.Errorf("%w: %w", sqllock.ErrInvalidOption, err)
 		}
 		return nil
@@ -308,7 +254,7 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 // global TracerProvider, a no-op until the application installs one).
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(c *config) error {
-		if err := c.tel.SetTracerProvider(tp); err != nil {
+		if err := c.Tel.SetTracerProvider(tp); err != nil {
 			return fmt.Errorf("%w: %w", sqllock.ErrInvalidOption, err)
 		}
 		return nil
@@ -321,7 +267,7 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // Spans carry the key either way.
 func WithKeyAttribute(on bool) Option {
 	return func(c *config) error {
-		c.tel.KeyAttribute = on
+		c.Tel.KeyAttribute = on
 		return nil
 	}
 }

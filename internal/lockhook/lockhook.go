@@ -1,21 +1,10 @@
-// Package lockhook lets the packages built on tablelock reach parts of a
-// *tablelock.Locker that are not its public API, without import cycles
-// and without exporting them to users.
+// Package lockhook lets package semaphore reach the telemetry options of a
+// *tablelock.Locker, which are not its public API, without exporting them
+// to users. Election and rwlock hold an internal/tablecore.Locker and ask
+// it; semaphore is to do the same, and then this package goes.
 package lockhook
 
-import (
-	"github.com/sqllock/sqllock/internal/rowlease"
-	"github.com/sqllock/sqllock/internal/telemetry"
-)
-
-// Listener returns the listener of l, a *tablelock.Locker, or nil when it
-// has none (a dialect that announces nothing, WithNotify(false), a
-// transaction pooler). Package tablelock sets it at init.
-var Listener func(l any) *rowlease.Listener
-
-// Table returns the lock table of l, a *tablelock.Locker. Package
-// tablelock sets it at init.
-var Table func(l any) *rowlease.Table
+import "github.com/sqllock/sqllock/internal/telemetry"
 
 // Telemetry returns the telemetry options of l, a *tablelock.Locker: a
 // primitive built on it records on instruments of its own, made with the

@@ -1,0 +1,480 @@
+package tablecore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/backoff"
+	"github.com/sqllock/sqllock/internal/ctxend"
+	"github.com/sqllock/sqllock/internal/identity"
+	"github.com/sqllock/sqllock/internal/lease"
+	"github.com/sqllock/sqllock/internal/rowlease"
+	"github.com/sqllock/sqllock/internal/telemetry"
+	"github.com/sqllock/sqllock/internal/waitloop"
+	"github.com/sqllock/sqllock/internal/waitq"
+)
+
+var _ io.Closer = (*Locker)(nil)
+
+// errClosed: a try found the Locker closed.
+var errClosed = errors.New("tablelock: locker closed")
+
+// Locker hands out leases backed by rows of a lock table: tablelock.Locker
+// is this, and the primitives built on the lock table hold one too. It is
+// safe for concurrent use. Close ends what it still holds (see tablelock's
+// package doc).
+type Locker struct {
+	db      *sql.DB
+	tbl     *rowlease.Table
+	cfg     Config
+	host    string
+	waiters *waitq.Queue
+	ln      *rowlease.Listener // nil unless the dialect announces releases and WithNotify is on
+	gate    *rowlease.Gate     // nil unless the dialect gates keys (MariaDB) and WithNotify is on
+	done    chan struct{}      // closed by Close
+	tel     *telemetry.T
+
+	mu     sync.Mutex
+	holds  map[holdID]*hold
+	closed bool
+	tries  sync.WaitGroup // tries in flight
+	// fairWaiters: fair Acquires with a Grant, each until it has left
+	// the queue (Table.LeaveQueue).
+	fairWaiters sync.WaitGroup
+	renewers    sync.WaitGroup // renewal goroutines
+}
+
+// New returns a Locker over db for dialect d, configured by tablelock's
+// options (O is tablelock.Option, whose underlying type this is). It checks
+// them but does not touch the database. New never closes db.
+func New[O ~func(*Config) error](db *sql.DB, d sqllock.Dialect, opts ...O) (*Locker, error) {
+	if db == nil {
+		return nil, fmt.Errorf("tablelock: %w: nil *sql.DB", sqllock.ErrInvalidOption)
+	}
+	cfg := Defaults()
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, fmt.Errorf("tablelock: %w", err)
+		}
+	}
+	if err := cfg.finish(); err != nil {
+		return nil, fmt.Errorf("tablelock: %w", err)
+	}
+	if cfg.Fair && !roomToListen(db) {
+		return nil, fmt.Errorf("tablelock: %w: WithFairness on a pool of one connection (SetMaxOpenConns(1)): a fair waiter listens for its grant on a session of its own, beside its statements", sqllock.ErrInvalidOption)
+	}
+	// A wake-up says "look again": several before a try count as one.
+	waiters := waitq.New(waitq.Coalesce)
+	tbl, err := rowlease.Open(db, d, rowlease.Config{
+		Table:       cfg.Table,
+		Notify:      true, // waiters elsewhere listen whether or not this Locker does
+		AsyncCommit: cfg.AsyncCommit,
+		Fair:        cfg.Fair,
+		Unprepared:  cfg.Pooler,
+		Freed:       func(key string) { waiters.Signal(key) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tablelock: %w", err)
+	}
+	l := &Locker{
+		db: db, tbl: tbl, cfg: cfg, host: identity.Host(), waiters: waiters,
+		done:  make(chan struct{}),
+		holds: make(map[holdID]*hold),
+		tel:   telemetry.New("tablelock", d.String(), cfg.Tel),
+	}
+	l.cfg.Logger = telemetry.Logger(cfg.Logger, "tablelock", d.String())
+	if cfg.Notify {
+		l.ln = tbl.Listener(waiters, cfg.Logger)
+		l.gate = tbl.Gate(cfg.Logger)
+	}
+	return l, nil
+}
+
+// TTL is the lease length the Locker grants.
+func (l *Locker) TTL() time.Duration { return l.cfg.TTL }
+
+// Listener is the Locker's listening session, or nil when it has none (a
+// dialect that announces nothing, WithNotify(false), a transaction
+// pooler): election watches its term announcements on it rather than
+// opening a second session, and hears nothing where it is nil.
+func (l *Locker) Listener() *rowlease.Listener { return l.ln }
+
+// Table is the Locker's lock table: rwlock's writer asks it which reader
+// rows are held, in one statement, rather than taking each.
+func (l *Locker) Table() *rowlease.Table { return l.tbl }
+
+// Telemetry is the Locker's telemetry options: a primitive built on it
+// records on instruments of its own, made with the same providers.
+func (l *Locker) Telemetry() telemetry.Options { return l.cfg.Tel }
+
+// Acquire is tablelock.Locker.Acquire: it blocks until key is held by the
+// owner in ctx (or a fresh random owner) or ctx ends.
+func (l *Locker) Acquire(ctx context.Context, key string) (*Lease, error) {
+	return l.acquire(ctx, key, true)
+}
+
+// TryAcquire is tablelock.Locker.TryAcquire: it takes key if it is free,
+// expired or already held by the owner in ctx.
+func (l *Locker) TryAcquire(ctx context.Context, key string) (*Lease, error) {
+	return l.acquire(ctx, key, false)
+}
+
+func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ *Lease, err error) {
+	ctx, obs := l.tel.StartAcquire(ctx, key, wait)
+	var won *Lease
+	tries := 0
+	defer func() {
+		lease.EndAcquire(ctx, obs, won, tries, err)
+	}()
+	if err := sqllock.ValidateKey(key); err != nil {
+		return nil, fmt.Errorf("tablelock: acquire %q: %w", key, err)
+	}
+	owner, fresh, err := identity.Resolve(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("tablelock: acquire %q: %w", key, err)
+	}
+	if l.isClosed() {
+		return nil, closedErr(key, false)
+	}
+	if err := ctxend.Err(ctx); err != nil {
+		return nil, notAcquired(key, err)
+	}
+	listening := false
+	if wait && l.ln != nil && !roomToListen(l.db) {
+		if l.cfg.Fair {
+			return nil, fmt.Errorf("tablelock: acquire %q: %w: WithFairness on a pool of one connection: no room for the session that listens for grants", key, sqllock.ErrUnsupported)
+		}
+		// The listening session would pin the pool's one connection, and
+		// the tries would wait for it: this waiter polls.
+	} else if wait && l.ln != nil {
+		// Subscribe before the first try so a release between a refused
+		// try and the wait cannot be missed.
+		if err := l.ln.Subscribe(ctx); err == nil {
+			listening = true
+			defer l.ln.Unsubscribe()
+		} else if cerr := ctxend.Err(ctx); cerr != nil {
+			return nil, notAcquired(key, cerr)
+		} else if l.cfg.Fair && errors.Is(err, rowlease.ErrCannotListen) {
+			// A waiter that hears no grant would sleep through its turn:
+			// no fair order.
+			return nil, fmt.Errorf("tablelock: acquire %q: %w: WithFairness needs LISTEN, which the driver behind the *sql.DB cannot do (use the pgx stdlib driver)", key, sqllock.ErrUnsupported)
+		}
+	}
+	// In fair order the waiter queues an entry of its own in the row, and
+	// a release may grant it the key (rowlease.Grant).
+	var g *rowlease.Grant
+	if listening && l.cfg.Fair {
+		l.mu.Lock()
+		if !l.closed {
+			// A grant holds the key for the claim window; the
+			// grantee's take (its claim) extends it to the TTL.
+			g = l.ln.Expect(key, owner, l.host, l.cfg.Claim)
+		}
+		if g != nil {
+			l.fairWaiters.Add(1)
+		}
+		l.mu.Unlock()
+		if g == nil {
+			// Another waiter of this owner queued for the key here (or
+			// the Locker is closing): this one polls.
+			listening = false
+		} else {
+			defer func() {
+				l.ln.Unexpect(g)
+				// One that no longer waits leaves the queue, and gives
+				// back a grant it did not take: else the key stays
+				// with it for a lease.
+				if won == nil {
+					// A hold of this owner still in use here (an
+					// earlier grant to the same entry) is older than
+					// any grant to this waiter.
+					l.tbl.LeaveQueue(key, g, max(g.Above(), l.heldToken(key, owner)))
+				}
+				l.fairWaiters.Done()
+			}()
+		}
+	}
+	last := rowlease.Attempt{Remaining: -1}
+	err = waitloop.Run(ctx, waitloop.Spec{
+		Queue:     l.waiters,
+		Key:       key,
+		Wait:      wait,
+		Reentry:   wait && l.holding(key, owner),
+		Listening: listening,
+		Backoff:   backoff.Exp{Min: time.Millisecond, Max: l.cfg.MaxBackoff},
+		Closed:    l.done,
+		Block:     l.blockFor(key, &last),
+		Wake:      g.Wake(),
+		Bound:     l.cfg.Bound,
+		Try: func(ctx context.Context, t waitloop.Turn) (waitloop.Result, error) {
+			var heard int64
+			if g != nil {
+				heard = g.Take()
+			}
+			// A queued first try, or one woken by a release, expects the
+			// key free.
+			c := rowlease.Claim{Key: key, Owner: owner, Host: l.host, TTL: l.cfg.TTL,
+				ExpectFree: t.Queued && (t.Tries == 0 || t.Woken), Fresh: fresh, Listening: listening}
+			if g != nil {
+				c.Entry, c.Above = g.Entry, g.Above()
+				c.Accept = c.Above >= 0
+				if heard > 0 {
+					// A grant heard: this take claims it, within the
+					// claim window (WithClaimWindow), as its own.
+					c.Accept, c.Above = true, heard-1
+				}
+			}
+			lease, a, err := l.try(ctx, c)
+			won, last, tries = lease, a, t.Tries+1
+			if g != nil && err == nil && lease == nil && a.Queued {
+				g.Queued(a.Token)
+			}
+			r := waitloop.Result{Won: lease != nil, Remaining: a.Remaining}
+			if lease == nil {
+				r.Holder = a.Token
+			}
+			return r, err
+		},
+	})
+	switch {
+	case err == nil:
+		return won, nil
+	case errors.Is(err, errClosed):
+		return nil, closedErr(key, true)
+	case errors.Is(err, waitloop.ErrRefused):
+		return nil, refused(key, last)
+	}
+	if ended := ctxend.Ended(ctx, err); ended != nil {
+		return nil, notAcquired(key, ended)
+	}
+	return nil, fmt.Errorf("tablelock: acquire %q: %w", key, err)
+}
+
+// try makes one take of c; a nil lease without error means refused. A take
+// won while Close runs is given back: the Locker holds nothing after Close.
+func (l *Locker) try(ctx context.Context, c rowlease.Claim) (*Lease, rowlease.Attempt, error) {
+	if !l.enter() {
+		return nil, rowlease.Attempt{Remaining: -1}, errClosed
+	}
+	defer l.tries.Done()
+	start := time.Now()
+	a, err := l.tbl.TakeDetached(ctx, c)
+	if err != nil || !a.Won {
+		return nil, a, err
+	}
+	if s := l.newLease(ctx, c.Key, c.Owner, a, start); s != nil {
+		return s, a, nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lease.ReleaseTimeout)
+	defer cancel()
+	_ = l.tbl.Release(ctx, c.Key, c.Owner, a.Token, 0)
+	l.waiters.Signal(c.Key)
+	return nil, a, errClosed
+}
+
+// enter counts a try in flight, which Close waits for (tries), unless
+// the Locker is closed; the try calls l.tries.Done when it ends.
+func (l *Locker) enter() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.tries.Add(1)
+	return true
+}
+
+// roomToListen reports whether db's pool leaves room for a listening
+// session beside the statements: not a pool of one connection.
+func roomToListen(db *sql.DB) bool { return db.Stats().MaxOpenConnections != 1 }
+
+// blockFor returns the waitloop.Spec.Block of an Acquire of key: a wait
+// on the key's gate, where the Locker has gates; last is the Acquire's
+// last refused try. A key this Locker holds is left to the wake-ups of
+// this process, and a holder younger than gateAfter (and the round trip
+// that takes its gate) to polling: it may keep no gate yet.
+func (l *Locker) blockFor(key string, last *rowlease.Attempt) func(context.Context, time.Duration) (bool, bool) {
+	if l.gate == nil {
+		return nil
+	}
+	return func(ctx context.Context, d time.Duration) (bool, bool) {
+		if last.HeldFor < gateAfter+gateAfter/2 || l.holdingKey(key) {
+			return false, false
+		}
+		got, err := l.gate.Wait(ctx, key, d)
+		return got, err == nil
+	}
+}
+
+// holdingKey reports whether any owner holds key through this Locker.
+func (l *Locker) holdingKey(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id := range l.holds {
+		if id.key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// isClosed reports whether Close has been called.
+func (l *Locker) isClosed() bool {
+	select {
+	case <-l.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// heldToken is the token under which owner holds key through this
+// Locker, or 0.
+func (l *Locker) heldToken(key, owner string) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if h := l.holds[holdID{key, owner}]; h != nil {
+		return h.token
+	}
+	return 0
+}
+
+// holding reports whether owner holds key through this Locker.
+func (l *Locker) holding(key, owner string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.holds[holdID{key, owner}]
+	return ok
+}
+
+// notAcquired is the error of an acquisition that ended for cause (the
+// context's error), joined so that both match.
+func notAcquired(key string, cause error) error {
+	return errors.Join(fmt.Errorf("tablelock: acquire %q: %w", key, sqllock.ErrNotAcquired), cause)
+}
+
+// refused is the error of a TryAcquire that found key held; it names the
+// holder when the try saw it.
+func refused(key string, a rowlease.Attempt) error {
+	switch {
+	case a.Host == "":
+		return fmt.Errorf("tablelock: acquire %q: %w", key, sqllock.ErrNotAcquired)
+	case a.Remaining >= 0:
+		return fmt.Errorf("tablelock: acquire %q: %w: held by %s for %v more", key, sqllock.ErrNotAcquired, a.Host, a.Remaining.Round(time.Millisecond))
+	}
+	return fmt.Errorf("tablelock: acquire %q: %w: held by %s", key, sqllock.ErrNotAcquired, a.Host)
+}
+
+// closedErr is the error of an acquisition refused by a closed Locker;
+// blocked: it was under way when Close came, and did not get the key.
+func closedErr(key string, blocked bool) error {
+	if blocked {
+		return fmt.Errorf("tablelock: acquire %q: %w: %w", key, sqllock.ErrNotAcquired, sqllock.ErrClosed)
+	}
+	return fmt.Errorf("tablelock: acquire %q: %w", key, sqllock.ErrClosed)
+}
+
+// Close is tablelock.Locker.Close: it refuses later acquisitions, wakes the
+// Acquires blocked in it, ends every lease it holds as lost and frees their
+// keys, stops its listener and renewals and closes its prepared statements.
+func (l *Locker) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	close(l.done) // wakes the blocked Acquires, which see closed
+	holds := make([]*hold, 0, len(l.holds))
+	for _, h := range l.holds {
+		holds = append(holds, h)
+	}
+	l.mu.Unlock()
+	if l.ln != nil {
+		l.ln.Close()
+	}
+	// A try in flight either added its hold before closed was set (it is
+	// in holds) or gives back what it took. A fair waiter leaves its
+	// queue, and gives back a grant it did not take, before the table
+	// closes.
+	l.tries.Wait()
+	l.fairWaiters.Wait()
+	// Lost first, freed after: a holder learns of the end before anyone
+	// else can take its key.
+	for _, h := range holds {
+		h.lose("the Locker was closed", false)
+	}
+	l.renewers.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), lease.ReleaseTimeout)
+	defer cancel()
+	var errs []error
+	for _, h := range holds {
+		// By token: every hold of this holder, and nothing of a holder
+		// that took the key since.
+		if _, err := l.tbl.ForceRelease(ctx, h.id.key, h.token); err != nil && !errors.Is(err, sqllock.ErrNotHeld) {
+			errs = append(errs, fmt.Errorf("free %q: %w", h.id.key, err))
+		}
+		l.waiters.Signal(h.id.key)
+	}
+	if l.gate != nil {
+		l.gate.Close() // after the rows: its gates let the waiters through
+	}
+	errs = append(errs, l.tbl.Close())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("tablelock: close: %w (those keys expire by themselves)", err)
+	}
+	return nil
+}
+
+// ReleaseKey is tablelock.Locker.ReleaseKey: it releases one hold of key
+// by the owner in ctx, for a process that no longer has the lease.
+func (l *Locker) ReleaseKey(ctx context.Context, key string) error {
+	if err := sqllock.ValidateKey(key); err != nil {
+		return fmt.Errorf("tablelock: release %q: %w", key, err)
+	}
+	owner, fresh, err := identity.Resolve(ctx)
+	switch {
+	case err != nil:
+		return fmt.Errorf("tablelock: release %q: %w", key, err)
+	case fresh:
+		return fmt.Errorf("tablelock: release %q: %w: no owner in context", key, sqllock.ErrNotHeld)
+	}
+	held, err := l.tbl.ReleaseOwner(ctx, key, owner)
+	l.waiters.Signal(key)
+	if err != nil {
+		return fmt.Errorf("tablelock: release %q: %w", key, err)
+	}
+	if !held {
+		return fmt.Errorf("tablelock: release %q: %w: owner %q", key, sqllock.ErrNotHeld, owner)
+	}
+	return nil
+}
+
+// ForceRelease is tablelock.Locker.ForceRelease: it frees key, if it is
+// still held under token, with the audit record a.
+func (l *Locker) ForceRelease(ctx context.Context, key string, token int64, a rowlease.Audit) (bool, error) {
+	freed, err := l.tbl.ForceReleaseAudited(ctx, key, token, a)
+	if err != nil {
+		return false, fmt.Errorf("tablelock: force release %q: %w", key, err)
+	}
+	if freed {
+		l.waiters.Signal(key)
+		l.tel.ForceReleased(ctx, key)
+	}
+	return freed, nil
+}
+
+// List is tablelock.Locker.List: the locks held now, by key.
+func (l *Locker) List(ctx context.Context) ([]rowlease.Info, error) {
+	rows, err := l.tbl.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("tablelock: list: %w", err)
+	}
+	return rows, nil
+}
