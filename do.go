@@ -86,16 +86,20 @@ type rollbacker interface {
 	Rollback(ctx context.Context) error
 }
 
+// composite is a lease made of leases (MultiLease, also inside a type of
+// the caller's that embeds it): it ends each part as end does.
+type composite interface {
+	release(ctx context.Context, rollback bool) error
+}
+
 // end releases lease after fn; after a failed fn, a lease that holds its
 // keys in the work's transaction is rolled back instead of committed.
 func end(ctx context.Context, lease Lease, failed bool) error {
-	if failed {
-		if m, ok := lease.(*MultiLease); ok {
-			return m.release(ctx, true)
-		}
-		if r, ok := lease.(rollbacker); ok {
-			return r.Rollback(ctx)
-		}
+	if c, ok := lease.(composite); ok {
+		return c.release(ctx, failed)
+	}
+	if r, ok := lease.(rollbacker); failed && ok {
+		return r.Rollback(ctx)
 	}
 	return lease.Release(ctx)
 }

@@ -15,7 +15,10 @@ import (
 // pinned connection), so a longer list is more likely a mistake than a plan.
 const MaxKeys = 64
 
-var _ Lease = (*MultiLease)(nil)
+var (
+	_ Lease     = (*MultiLease)(nil)
+	_ composite = (*MultiLease)(nil)
+)
 
 // SetLocker is a Locker that can hold several keys as one lease.
 // AcquireAll, TryAcquireAll and DoAll use it when their Locker has it, and
