@@ -12,10 +12,18 @@ const MaxOwnerLen = 64
 
 type ownerKey struct{}
 
-// WithOwner returns a context whose acquisitions belong to owner. Acquiring a
-// key again with the same owner is reentrant (a hold count goes up and needs
-// as many releases). Without an owner every acquisition gets a fresh random
-// one, so goroutines sharing a Locker exclude each other.
+// WithOwner returns a context whose acquisitions belong to owner. Without an
+// owner every acquisition gets a fresh random one, so goroutines sharing a
+// Locker exclude each other.
+//
+// Acquiring a key again with the same owner is reentrant in tablelock and
+// advisory, and in rwlock for its holds: the key is held again at once (a
+// hold count goes up, the token stays) and is free after as many releases.
+// rowlock is not reentrant: its lock belongs to a transaction, and a second
+// Acquire of a held key waits for the first lease, whatever owner the
+// context names. Nor are a semaphore permit, an election campaign or a
+// jobguard run: each call is a hold of its own. optimistic excludes no
+// one, so there is nothing to enter again.
 //
 // Owners must be unique across processes: two processes that pass the same
 // owner share their locks. An owner is 1 to MaxOwnerLen bytes of valid
