@@ -293,9 +293,11 @@ func describeDown(d sqllock.Dialect, plan []*goose.Source) (string, error) {
 // downStatement, alterStatement, redefineStatement and rowsStatement are
 // the kinds of statement sqllock's Down sections hold. A function dropped
 // and created again in one Down (MySQL has no CREATE OR REPLACE FUNCTION)
-// is a change, not a drop.
+// is a change, not a drop. A statement none of them reads (a DO block
+// that alters every table of a shape) says what it changes on a comment
+// line of its own: "-- describe: <what it changes>".
 var (
-	downStatement     = regexp.MustCompile(`(?is)^DROP\s+(TABLE|SEQUENCE|INDEX|FUNCTION)\s+(?:IF\s+EXISTS\s+)?([A-Za-z0-9_.]+)$`)
+	downStatement     = regexp.MustCompile(`(?is)^DROP\s+(TABLE|SEQUENCE|INDEX|FUNCTION|TYPE|TRIGGER)\s+(?:IF\s+EXISTS\s+)?([A-Za-z0-9_.]+)(?:\s*\([^)]*\))?$`)
 	alterStatement    = regexp.MustCompile(`(?is)^(?:ALTER\s+TABLE|CREATE\s+INDEX\s+[A-Za-z0-9_]+\s+ON)\s+([A-Za-z0-9_.]+)\s`)
 	redefineStatement = regexp.MustCompile(`(?is)^(?:ALTER\s+(SEQUENCE)|CREATE\s+(?:OR\s+REPLACE\s+)?(FUNCTION))\s+([A-Za-z0-9_.]+)[\s(]`)
 	rowsStatement     = regexp.MustCompile(`(?is)^(?:INSERT\s+INTO|DELETE\s+FROM)\s+([A-Za-z0-9_.]+)(?:[\s(]|$)`)
@@ -319,13 +321,20 @@ func downObjects(d sqllock.Dialect, name string) (drops, changes []string, err e
 		return nil, nil, nil
 	}
 	for _, stmt := range splitStatements(down) {
-		var lines []string
+		var lines, described []string
 		for _, l := range strings.Split(stmt, "\n") {
-			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "--") {
+			l = strings.TrimSpace(l)
+			if d, ok := strings.CutPrefix(l, "-- describe:"); ok {
+				described = append(described, strings.TrimSpace(d))
+			} else if l != "" && !strings.HasPrefix(l, "--") {
 				lines = append(lines, l)
 			}
 		}
 		if len(lines) == 0 {
+			continue
+		}
+		if len(described) > 0 {
+			changes = append(changes, described...)
 			continue
 		}
 		text := strings.Join(lines, " ")

@@ -81,6 +81,7 @@ $$;
 -- +goose StatementEnd
 
 -- +goose StatementBegin
+-- describe: every table of the lock table's shape (waiters and called back to text)
 DO $$
 DECLARE
     t regclass;
