@@ -181,18 +181,20 @@ func BenchmarkHandoff(b *testing.B) {
 // Locker with one raw lock/unlock pair of each kind, iteration by
 // iteration, so load on a shared machine hits them alike. speed-ratio is
 // raw time over sqllock time (1 means as fast as raw SQL), token-ratio the
-// same against the raw pair that draws the token.
+// same against the raw pair that draws the token, without-token-speed-ratio
+// raw time over a Locker WithoutToken's.
 func BenchmarkPaired(b *testing.B) {
 	for _, d := range dialects {
 		b.Run(d.String(), func(b *testing.B) {
 			db := testdb.Open(b, d)
 			ctx := context.Background()
 			l := newLocker(b, db)
+			bare := newLocker(b, db, advisory.WithoutToken())
 			key := locktest.Key(b)
 			raws := []*rawLock{newRaw(b, db, locktest.Key(b), false), newRaw(b, db, locktest.Key(b), true)}
-			var ours []time.Duration
+			var ours, untokened []time.Duration
 			theirs := make([][]time.Duration, len(raws))
-			for b.Loop() {
+			cycle := func(l *advisory.Locker, into *[]time.Duration) {
 				start := time.Now()
 				lease, err := l.Acquire(ctx, key)
 				if err != nil {
@@ -201,7 +203,11 @@ func BenchmarkPaired(b *testing.B) {
 				if err := lease.Release(ctx); err != nil {
 					b.Fatal(err)
 				}
-				ours = append(ours, time.Since(start))
+				*into = append(*into, time.Since(start))
+			}
+			for b.Loop() {
+				cycle(l, &ours)
+				cycle(bare, &untokened)
 				for i, r := range raws {
 					start := time.Now()
 					r.cycle(b)
@@ -215,6 +221,9 @@ func BenchmarkPaired(b *testing.B) {
 			b.ReportMetric(float64(t.Microseconds()), "raw-token-p50-us")
 			b.ReportMetric(float64(w)/float64(o), "speed-ratio")
 			b.ReportMetric(float64(t)/float64(o), "token-ratio")
+			u := p50(untokened)
+			b.ReportMetric(float64(u.Microseconds()), "without-token-p50-us")
+			b.ReportMetric(float64(w)/float64(u), "without-token-speed-ratio")
 		})
 	}
 }

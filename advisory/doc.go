@@ -100,6 +100,12 @@
 //	SELECT CASE WHEN pg_try_advisory_lock($1) THEN sqllock_next_token() END
 //	SELECT IF(GET_LOCK(?, 0) = 1, NEXTVAL(sqllock_fence_seq), NULL)
 //
+// The token is most of what an advisory lock costs over the bare lock
+// function on PostgreSQL (docs/performance.md). A caller that never
+// fences can take locks without it, [WithoutToken]: every Token is 0,
+// which package fence refuses, and nothing stops a holder paused past the
+// loss of its session from writing after its successor.
+//
 // # Keys
 //
 // A key becomes the lock name "namespace:key" ([LockName]; namespace
