@@ -3,8 +3,9 @@
 // holds, election leaders and the advisory locks the server shows, with
 // who holds each, its token, how long it has been held and how long it has
 // left on the database's clock, the sessions waiting where the server
-// shows them, the runs of each job, the audit trail of force releases, and
-// per key charts of the hold times and the waits of the last minutes.
+// shows them, the runs of each job and its skipped firings, the audit
+// trail of force releases, and per key charts of the hold times and the
+// waits of the last minutes.
 //
 // Mount it on an application's own mux, under a prefix that ends in a
 // slash:
@@ -26,13 +27,13 @@
 // own), and at most once per half refresh interval however many pages are
 // open. One refresh runs one statement per lock table (the tablelock
 // table, the job table, the permit table), one per leader shown, one for
-// the sizes of the semaphores and one for the next due of the jobs
-// shown, one for the audit trail, and for what the server shows of advisory locks and
+// the sizes of the semaphores shown, one for the next due of every job,
+// one for the audit trail, and for what the server shows of advisory locks and
 // waiters: on PostgreSQL one for pg_locks, two for the waiting and
 // listening sessions and one for the queues the lock rows keep, on MySQL
 // and MariaDB one for @@performance_schema and, where it is on, one for
-// its locks. Measured with no leader: 8 statements on PostgreSQL, 5 on
-// MariaDB (performance_schema off), 4 on SQLite.
+// its locks. Measured with no leader: 9 statements on PostgreSQL, 6 on
+// MariaDB (performance_schema off), 5 on SQLite.
 //
 // # Charts
 //
@@ -43,6 +44,11 @@
 // application installed a meter provider; the page watches every process
 // of every application on the database, so it charts what the tables show.
 // A hold shorter than the refresh interval may be missed.
+//
+// A job's firing that came due with no run shows as skipped: its next
+// due, which jobguard's Loop records as each run begins, passed and no
+// run recorded the next. How many later firings were missed too the page
+// cannot know: jobguard keeps the next firing, not the schedule.
 //
 // Waits per key come from where the dialect keeps waiters by key: the
 // queue of each lock row on PostgreSQL, the waiters of each key's gate on

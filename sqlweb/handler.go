@@ -190,6 +190,7 @@ type snapshot struct {
 	Charts     []chart
 	Waits      template.HTML
 	KeyWaits   []keyWaits
+	Skipped    []skip
 	WaitsKnown string // what the dialect shows of waiters per key
 	WaitingNow int
 	Window     time.Duration
@@ -223,6 +224,7 @@ func (h *handler) load(ctx context.Context) *snapshot {
 		if err != nil {
 			return failed(err)
 		}
+		src.AllDue = true // for skipped firings
 		h.src = src
 	}
 	local := time.Now()
@@ -276,6 +278,8 @@ func (h *handler) load(ctx context.Context) *snapshot {
 	s.Audit = audit
 	s.rows = rows
 	s.At = h.hist.add(local, rows, waiting, waits)
+	h.hist.schedule(s.At, h.src.Due, rows)
+	s.Skipped = h.hist.skipped()
 	s.WaitingNow = waiting
 	s.Groups = groupsOf(rows, s.Force)
 	s.Jobs = h.hist.runs(rows)

@@ -21,7 +21,92 @@ type history struct {
 	offset time.Duration    // the database's clock minus ours, as last seen
 	holds  map[string]*seen // by table, row key and token
 	waits  []waitPoint
-	queued map[string]*waiter // by table, row key and waiter id
+	queued map[string]*waiter   // by table, row key and waiter id
+	dues   map[string]time.Time // each job's next due, as last read
+	skips  map[string]*skip     // by job and due
+}
+
+// skip is a job's firing that came due and passed with no run: its next
+// due, as the last run recorded it, passed by skipGrace and the schedule
+// did not move on (a run records the firing after its own as it starts).
+type skip struct {
+	Job   string
+	Due   time.Time // the firing missed
+	Seen  time.Time // the refresh that found it passed
+	Held  bool      // the job was held then: a run still going, or its hold-at-least
+	Ended time.Time // the refresh that saw the schedule move on (a run began); zero: not yet
+}
+
+// skipGrace is how late a run may begin after its firing and still count
+// as that firing's: the replicas' clocks, the database's, and Run's
+// statements before it records the next due.
+const skipGrace = 5 * time.Second
+
+// schedule records the next due of every job (due, as read at now, on
+// the database's clock) and the firings that passed with no run.
+func (h *history) schedule(now time.Time, due map[string]time.Time, rows []holds.Row) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	held := map[string]bool{}
+	for _, r := range rows {
+		if r.Kind == holds.Job {
+			held[r.Key] = true
+		}
+	}
+	for job, at := range due {
+		if prev, ok := h.dues[job]; ok && !prev.Equal(at) {
+			for _, k := range h.skips {
+				if k.Job == job && k.Ended.IsZero() {
+					k.Ended = now // a run began and recorded its next due
+				}
+			}
+		}
+		h.dues[job] = at
+		id := job + "\x00" + at.String()
+		if now.After(at.Add(skipGrace)) && h.skips[id] == nil {
+			h.skips[id] = &skip{Job: job, Due: at, Seen: now, Held: held[job]}
+		}
+	}
+	from := now.Add(-h.window)
+	for id, k := range h.skips {
+		if !k.Ended.IsZero() && k.Ended.Before(from) {
+			delete(h.skips, id)
+		}
+	}
+}
+
+// Status says whether a run has begun since the missed firing, at now.
+func (k skip) Status(now time.Time) string {
+	if k.Ended.IsZero() {
+		return "no run yet: overdue by " + span(now.Sub(k.Due))
+	}
+	return "missed; a run began by " + stamp(k.Ended)
+}
+
+// Why says what kept the firing from running, as far as the page saw.
+func (k skip) Why() string {
+	if k.Held {
+		return "the job was held: a run still going, or its hold-at-least"
+	}
+	return "no replica took the job"
+}
+
+// skipped lists the skipped firings, newest first: those a run ended in
+// the window, and those no run has ended yet.
+func (h *history) skipped() []skip {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]skip, 0, len(h.skips))
+	for _, k := range h.skips {
+		out = append(out, *k)
+	}
+	slices.SortFunc(out, func(a, b skip) int {
+		if c := b.Due.Compare(a.Due); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Job, b.Job)
+	})
+	return out
 }
 
 // seen is one hold as last sampled.
@@ -50,7 +135,7 @@ type waiter struct {
 }
 
 func newHistory(window time.Duration) *history {
-	return &history{window: window, holds: map[string]*seen{}, queued: map[string]*waiter{}}
+	return &history{window: window, holds: map[string]*seen{}, queued: map[string]*waiter{}, dues: map[string]time.Time{}, skips: map[string]*skip{}}
 }
 
 // now is the database's clock, as far as the last rows told it.

@@ -15,7 +15,8 @@ import (
 // addFacts fills what the lock rows cannot say from the tables of
 // migration 00017: Of for a semaphore's permits (semaphore.SizesTable),
 // NextDue for a job (jobguard.ScheduleTable). One statement per table, for
-// the names listed only. A database below 00017 shows neither.
+// the names listed only; with AllDue, the schedule's for every job, into
+// Due. A database below 00017 shows neither.
 func (s *Source) addFacts(ctx context.Context, rows []Row) error {
 	var keys, jobs []string
 	seen := map[string]bool{}
@@ -31,13 +32,19 @@ func (s *Source) addFacts(ctx context.Context, rows []Row) error {
 			jobs = append(jobs, r.Key)
 		}
 	}
-	sizes, err := s.facts(ctx, semaphore.SizesTable, "sem_key", "permits", keys)
+	sizes, err := s.facts(ctx, semaphore.SizesTable, "sem_key", "permits", keys, false)
 	if err != nil {
 		return err
 	}
-	due, err := s.facts(ctx, jobguard.ScheduleTable, "job_name", dueMicros[s.Dialect], jobs)
+	due, err := s.facts(ctx, jobguard.ScheduleTable, "job_name", dueMicros[s.Dialect], jobs, s.AllDue)
 	if err != nil {
 		return err
+	}
+	if s.AllDue {
+		s.Due = make(map[string]time.Time, len(due))
+		for n, us := range due {
+			s.Due[n] = time.UnixMicro(us).UTC()
+		}
 	}
 	for i := range rows {
 		r := &rows[i]
@@ -62,12 +69,16 @@ var dueMicros = map[sqllock.Dialect]string{
 	sqllock.SQLite:      `next_due`,
 }
 
-// facts reads column value of table by its name column for names: the
-// table and column names are this package's constants, never input.
-func (s *Source) facts(ctx context.Context, table, name, value string, names []string) (map[string]int64, error) {
+// facts reads column value of table by its name column for names (all:
+// for every name in table): the table and column names are this
+// package's constants, never input.
+func (s *Source) facts(ctx context.Context, table, name, value string, names []string, all bool) (map[string]int64, error) {
 	out := map[string]int64{}
-	if len(names) == 0 || value == "" {
+	if (len(names) == 0 && !all) || value == "" {
 		return out, nil
+	}
+	if all {
+		names = nil
 	}
 	marks := make([]string, len(names))
 	args := make([]any, len(names))
@@ -78,7 +89,10 @@ func (s *Source) facts(ctx context.Context, table, name, value string, names []s
 		}
 		args[i] = n
 	}
-	q := "SELECT " + name + ", " + value + " FROM " + table + " WHERE " + name + " IN (" + strings.Join(marks, ", ") + ")"
+	q := "SELECT " + name + ", " + value + " FROM " + table
+	if !all {
+		q += " WHERE " + name + " IN (" + strings.Join(marks, ", ") + ")"
+	}
 	rows, err := s.DB.QueryContext(ctx, q, args...)
 	if err != nil {
 		if ok, terr := TableExists(ctx, s.DB, s.Dialect, table); terr == nil && !ok {

@@ -201,6 +201,13 @@ type Source struct {
 	jobs      *tablelock.Locker // the job table's (the lock table's shape); nil: none
 	permits   *tablelock.Locker // the permit table's; nil: none
 	elections *election.Election
+
+	// AllDue makes List read the next due of every job the schedule
+	// table holds, listed or not, into Due: the web page looks there for
+	// firings that passed with no run. One statement at each List, jobs
+	// or none.
+	AllDue bool
+	Due    map[string]time.Time
 }
 
 // Open opens the readers of every lock table db has; with pooler, made
