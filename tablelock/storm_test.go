@@ -836,6 +836,19 @@ func analyzeStorm(log *stormLog, begin, end int64) stormResult {
 		why := fmt.Sprintf("token %d (pid %d) %s", h.tok, h.proc, how)
 		edges = append(edges, edge{h.start, 1, 0, ""}, edge{max(e, h.start), -1, 0, why})
 	}
+	// A row the table showed for a killed child whose hold was never
+	// logged (killed between its take's commit and its log line) held
+	// the key from the kill until it expired.
+	for tok, x := range log.expiry {
+		if byTok[tok] != nil {
+			continue
+		}
+		for pid, kt := range log.killed {
+			why := fmt.Sprintf("token %d (pid %d, killed before it logged the hold), its row expired", tok, pid)
+			edges = append(edges, edge{kt, 1, 0, ""}, edge{max(x, kt), -1, 0, why})
+			break
+		}
+	}
 	for k, w := range waits {
 		e := w[1]
 		if e < 0 {
@@ -935,5 +948,26 @@ func TestStormAnalysis(t *testing.T) {
 	r = analyzeStorm(log, 0, 100*ms)
 	if len(r.violations) != 1 || r.overtaken != 1 {
 		t.Errorf("violations %q, %d overtaken; want the stale token alone, one overtaken", r.violations, r.overtaken)
+	}
+}
+
+// TestStormAnalysisUnloggedHold: a child killed just after its take
+// committed but before it logged the hold still held the key until its
+// row expired, as the table showed after the kill: no gap there.
+func TestStormAnalysisUnloggedHold(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	log := &stormLog{forced: map[int64]int64{}, killed: map[int]int64{2: 20 * ms}, expiry: map[int64]int64{7: 80 * ms}}
+	for _, ev := range []stormEvent{
+		{Kind: "hs", Proc: 2, ID: 1, Tok: 6, T: 0}, {Kind: "he", Proc: 2, ID: 1, Tok: 6, T: 10 * ms},
+		// Token 7 is taken by pid 2 at about 10ms, then pid 2 is killed
+		// before it logs the hold.
+		{Kind: "ws", Proc: 1, ID: 1, T: 5 * ms}, {Kind: "we", Proc: 1, ID: 1, T: 85 * ms, Flag: true},
+		{Kind: "hs", Proc: 1, ID: 1, Tok: 8, T: 85 * ms}, {Kind: "he", Proc: 1, ID: 1, Tok: 8, T: 100 * ms},
+	} {
+		log.add(ev)
+	}
+	r := analyzeStorm(log, 0, 100*ms)
+	if r.max() > 10*time.Millisecond {
+		t.Errorf("gaps %v (longest %s), want none over 10ms: token 7's row held the key from the kill until 80ms", r.gaps, r.longest)
 	}
 }
