@@ -3,6 +3,7 @@ package advisory_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/sqllock/sqllock"
@@ -42,8 +43,8 @@ func TestWithoutToken(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := f.Check(ctx, db.DB, key, lease.Token()); !errors.Is(err, sqllock.ErrInvalidOption) {
-			t.Errorf("fence Check of token 0 = %v; want ErrInvalidOption", err)
+		if err := f.Check(ctx, db.DB, key, lease.Token()); !errors.Is(err, sqllock.ErrInvalidOption) || !strings.Contains(err.Error(), "WithoutToken") {
+			t.Errorf("fence Check of token 0 = %v; want ErrInvalidOption naming WithoutToken", err)
 		}
 		if err := lease.Release(ctx); err != nil {
 			t.Fatal(err)

@@ -140,7 +140,7 @@ func (f *Fence) validate(q sqllock.Querier, resource string, token int64) error 
 		return fmt.Errorf("fence: resource %q: %w", resource, err)
 	}
 	if token <= 0 {
-		return fmt.Errorf("fence: %q: %w: token %d is not a fencing token (they start at 1)", resource, sqllock.ErrInvalidOption, token)
+		return fmt.Errorf("fence: %q: %w: token %d is not a fencing token (they start at 1; a lease taken without one, advisory.WithoutToken, has 0)", resource, sqllock.ErrInvalidOption, token)
 	}
 	if q == nil {
 		return fmt.Errorf("fence: %q: %w: nil Querier", resource, sqllock.ErrInvalidOption)
