@@ -222,8 +222,8 @@
 // takes it: from the shared sequence sqllock_fence_seq on MariaDB, through
 // sqllock_next_token() on PostgreSQL (the sequence with the server's
 // timeline in the high bits, so tokens do not go back when a standby is
-// promoted), from the sqllock_fence row bumped in the same transaction on
-// SQLite. It is strictly larger for each new holder of a key; reentrant
+// promoted), from the sqllock_fence row on SQLite, which the table's
+// triggers bump in the same statement. It is strictly larger for each new holder of a key; reentrant
 // holds share it. Hand it to the protected resource (package fence) so
 // that a holder paused past its lease cannot overwrite its successor's
 // work. [WithAsyncCommit] trades some of the durability behind these
