@@ -294,7 +294,7 @@ func (h *handler) load(ctx context.Context) *snapshot {
 func waitsKnown(d sqllock.Dialect, psOff bool) string {
 	switch {
 	case d == sqllock.Postgres:
-		return "PostgreSQL: the Lockers each lock row queues (refused, still waiting), one per Locker however many of its calls wait, and a waiter that could not queue (behind a pooler) as one."
+		return "PostgreSQL: each held row's queue, the Lockers refused that wait for it (one per Locker, however many of its calls wait); a waiter that could not queue (behind a pooler) counts as one."
 	case d == sqllock.MySQL && !psOff:
 		return "MariaDB: the sessions waiting on a key's gate (GET_LOCK), as performance_schema shows them."
 	case d == sqllock.MySQL:
