@@ -34,7 +34,7 @@ func cmdWeb(ctx context.Context, args []string, e env) error {
 	var df dbFlags
 	fs := newFlags("web", e, &df)
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on (loopback by default: the page shows every key and holder)")
-	allowForce := fs.Bool("allow-force", false, "offer a force release per hold, behind a token (printed at start, or $"+webTokenEnv+"), with a reason for the audit trail")
+	allowForce := fs.Bool("allow-force", false, "offer a force release per hold, behind a token (printed at start, or $"+webTokenEnv+") or the basic auth of $"+webAuthEnv+", with a reason for the audit trail")
 	every := fs.Duration("every", 2*time.Second, "how often the page reads the holds again")
 	window := fs.Duration("window", 5*time.Minute, "how far back the charts and job runs go")
 	table := fs.String("table", tablelock.DefaultTable, "tablelock table")
