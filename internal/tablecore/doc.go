@@ -1,10 +1,10 @@
-// Package tablecore is the Locker over a lock table, the one package
-// tablelock and the primitives built on the lock table (election, rwlock,
-// semaphore, jobguard) share: leases, their renewal, waiting, fair grants,
-// gates and Close. Package tablelock wraps it thinly and documents it; the
-// primitives call it directly, for what tablelock does not show its users
-// (the listening session, the lock table, the telemetry options), with
-// ordinary methods rather than hooks set at init.
+// Package tablecore is the Locker over a lock table: leases, their
+// renewal, waiting, fair grants, gates and Close. Package tablelock wraps
+// it thinly and documents it for users; election and rwlock hold one of
+// their own and ask it, with ordinary methods rather than hooks set at
+// init, for what tablelock does not show its users (the listening
+// session, the lock table, the telemetry options). semaphore and jobguard
+// still go through tablelock.
 //
 // Its errors say "tablelock:", as the Locker they come from is one.
 package tablecore
