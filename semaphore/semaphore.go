@@ -16,8 +16,8 @@ import (
 	"github.com/sqllock/sqllock/internal/ctxend"
 	"github.com/sqllock/sqllock/internal/identity"
 	"github.com/sqllock/sqllock/internal/lease"
-	"github.com/sqllock/sqllock/internal/lockhook"
 	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/tablecore"
 	"github.com/sqllock/sqllock/internal/telemetry"
 	"github.com/sqllock/sqllock/tablelock"
 )
@@ -36,7 +36,7 @@ var (
 // Semaphore hands out up to N permits per key across every process that
 // shares its database. It is safe for concurrent use; Close it when done.
 type Semaphore struct {
-	l       *tablelock.Locker
+	l       *tablecore.Locker
 	db      *sql.DB
 	dialect sqllock.Dialect
 	// tel records each call once, under sqllock.strategy "semaphore";
@@ -56,11 +56,11 @@ type Semaphore struct {
 // per call. It does not touch the database; run migrations.Up first. New
 // never closes db.
 func New(db *sql.DB, d sqllock.Dialect, opts ...tablelock.Option) (*Semaphore, error) {
-	l, err := tablelock.New(db, d, append([]tablelock.Option{tablelock.WithTable(DefaultTable)}, opts...)...)
+	l, err := tablecore.New(db, d, append([]tablelock.Option{tablelock.WithTable(DefaultTable)}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("semaphore: %w", err)
 	}
-	tel := telemetry.New("semaphore", d.String(), lockhook.Telemetry(l))
+	tel := telemetry.New("semaphore", d.String(), l.Telemetry())
 	return &Semaphore{l: l, db: db, dialect: d, tel: tel, wakes: map[string][]chan struct{}{}, declared: map[string]int{}}, nil
 }
 
@@ -129,13 +129,14 @@ func (s *Semaphore) acquire(ctx context.Context, key string, permits int, wait b
 	if !wait {
 		return nil, fmt.Errorf("semaphore: acquire %q: %w: all %d permits held", key, sqllock.ErrNotAcquired, permits)
 	}
-	if s.dialect == sqllock.Postgres {
+	if s.l.Listener() != nil {
 		return s.race(ctx, key, permits)
 	}
 	return s.poll(ctx, key, permits)
 }
 
-// poll waits where releases elsewhere cannot be heard (MariaDB, SQLite):
+// poll waits where the Locker hears no release from elsewhere (MariaDB,
+// SQLite, PostgreSQL without NOTIFY or behind a transaction pooler):
 // one pass over the slots at a time, between backoff sleeps cut short by a
 // release through this Semaphore. One poller per caller, not one per
 // slot: SQLite has one write lock for them all.
@@ -220,8 +221,8 @@ func (s *Semaphore) released(key string) {
 	s.wakes[key] = append(q[1:], q[0])
 }
 
-// race waits on every slot at once, through tablelock's waiting (the
-// in-process queue, NOTIFY on PostgreSQL, backoff elsewhere), keeps the
+// race waits on every slot at once where the Locker hears releases
+// (NOTIFY on PostgreSQL) through tablelock's waiting, keeps the
 // first slot won and gives back any other won before the rest stopped.
 // It returns only when every waiter has.
 func (s *Semaphore) race(ctx context.Context, key string, permits int) (*Permit, error) {
@@ -288,11 +289,11 @@ type Permit struct {
 	key     string
 	slot    int
 	permits int
-	lease   *tablelock.Lease
+	lease   *tablecore.Lease
 }
 
 func newPermit(s *Semaphore, key string, slot, permits int, l sqllock.Lease) *Permit {
-	return &Permit{s: s, key: key, slot: slot, permits: permits, lease: l.(*tablelock.Lease)}
+	return &Permit{s: s, key: key, slot: slot, permits: permits, lease: l.(*tablecore.Lease)}
 }
 
 // Key returns the semaphore's key.

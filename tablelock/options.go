@@ -9,9 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/lockhook"
 	"github.com/sqllock/sqllock/internal/tablecore"
-	"github.com/sqllock/sqllock/internal/telemetry"
 )
 
 // DefaultTable is the lock table the shipped migrations create.
@@ -38,12 +36,6 @@ type Option func(*config) error
 
 // config is the core's: the options set what tablecore.New reads.
 type config = tablecore.Config
-
-// Package semaphore finds the telemetry options of its Locker through
-// lockhook (the other primitives hold a tablecore.Locker and ask it).
-func init() {
-	lockhook.Telemetry = func(l any) telemetry.Options { return l.(*Locker).c.Telemetry() }
-}
 
 // WithTTL sets how long a lease lives without renewal (default 30s). A held
 // lease is renewed every TTL/3; a holder that cannot renew counts its lease
