@@ -143,25 +143,3 @@ func TestLocksMySQLPerformanceSchema(t *testing.T) {
 	}
 	holder.ExecContext(ctx, "SELECT RELEASE_LOCK(?)", name)
 }
-
-// bench's raw GET_LOCK baseline locks the name the advisory Locker locks,
-// on both MySQL-family paths, so the server does the same work for both
-// sides: a key the Locker holds is in use under the baseline's name. The
-// key has capitals, which the case-safe name hashes.
-func TestBenchRawAdvisoryLocksLockersName(t *testing.T) {
-	for _, d := range []sqllock.Dialect{sqllock.MySQL, sqllock.MySQLCommon} {
-		t.Run(d.String(), func(t *testing.T) {
-			db := testdb.Open(t, d)
-			key := "Orders/" + locktest.Key(t)
-			holdAdvisory(t, db.DB, d, key)
-			q, _ := rawAdvisorySQL(d)
-			var holder sql.NullInt64
-			if err := db.QueryRowContext(context.Background(), "SELECT IS_USED_LOCK(?)", q.arg(key)).Scan(&holder); err != nil {
-				t.Fatal(err)
-			}
-			if !holder.Valid {
-				t.Fatalf("the Locker holds %q, but the baseline's lock %v is free: bench's two sides lock different names", key, q.arg(key))
-			}
-		})
-	}
-}

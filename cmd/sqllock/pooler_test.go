@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/cmd/sqllock/internal/bench"
 	"github.com/sqllock/sqllock/internal/testdb"
 )
 
@@ -93,7 +94,7 @@ func checkPoolerCommands(t *testing.T, dsn string, procs ...string) {
 	sqllockCmd(t, "migrate", "status", "--dsn", dsn).want(t, 0)
 	r := sqllockCmd(t, "bench", "--dsn", dsn, "--duration", "100ms", "--handoffs", "3", "--clients", "2", "--idle", "100ms", "--json")
 	r.want(t, 0)
-	rep := decode[benchReport](t, r)
+	rep := decode[bench.Report](t, r)
 	if !rep.Pooler || len(rep.Skipped) != 0 {
 		t.Errorf("bench through the pooler: pooler %v, skipped %+v; want the pooler's forms of every strategy", rep.Pooler, rep.Skipped)
 	}

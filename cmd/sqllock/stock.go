@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/cmd/sqllock/internal/shop"
 )
 
 // stockResult is one strategy's line of the stock demo.
@@ -69,7 +70,7 @@ func cmdStock(ctx context.Context, args []string, e env) error {
 		if err != nil {
 			return err
 		}
-		if err := createStockTable(ctx, db); err != nil {
+		if err := shop.CreateTable(ctx, db); err != nil {
 			return fmt.Errorf("creating the demo table: %v", err)
 		}
 		rep := stockReport{Database: t.display, Dialect: t.dialect.String(), Units: *units, Workers: *workers, Procs: *procs, Results: []stockResult{}, Skipped: skipped}
@@ -141,10 +142,10 @@ func runStock(ctx context.Context, t target, db *sql.DB, s strategy, units, work
 		return stockResult{}, err
 	}
 	defer st.close()
-	if err := insertRow(ctx, db, t.dialect, item, units); err != nil {
+	if err := shop.InsertRow(ctx, db, t.dialect, item, units); err != nil {
 		return stockResult{}, err
 	}
-	defer deleteRow(context.WithoutCancel(ctx), db, t.dialect, item)
+	defer shop.DeleteRow(context.WithoutCancel(ctx), db, t.dialect, item)
 
 	stopProgress := showProgress(ctx, progress, st, s.name, units)
 	start := time.Now()

@@ -12,31 +12,27 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/advisory"
+	"github.com/sqllock/sqllock/cmd/sqllock/internal/lockers"
+	"github.com/sqllock/sqllock/cmd/sqllock/internal/shop"
 	"github.com/sqllock/sqllock/internal/sqlutil"
 	"github.com/sqllock/sqllock/optimistic"
 	"github.com/sqllock/sqllock/rowlock"
-	"github.com/sqllock/sqllock/tablelock"
 )
 
-// strategy is one way of locking, as the demos and bench use it. A strategy
-// plugs in here and nowhere else.
+// strategy is one way of locking, as the demos and bench pick it. A
+// strategy plugs in here, its Locker in package lockers and its
+// measurement beside raw SQL in package bench.
 type strategy struct {
 	name     string
 	dialects []sqllock.Dialect // the dialects that can serve it
 	why      string            // why the others cannot
 	// newLocker returns a Locker over db and its closer; nil for the
 	// strategies that sell without one (optimistic, none).
-	// With pooler, made for a transaction-pooling proxy (nil error only
-	// when the Locker serves one).
-	newLocker func(db *sql.DB, d sqllock.Dialect, pooler bool) (sqllock.Locker, func(), error)
+	newLocker lockers.New
 	// buy sells one unit of s, through l when the strategy has a Locker;
 	// sold is false once s is empty, retries counts attempts that had to
 	// be repeated. nil: not built into this binary.
 	buy func(ctx context.Context, l sqllock.Locker, s *stock) (sold bool, retries int, err error)
-	// bench returns what bench measures, the library beside its raw SQL;
-	// nil: no bench. With pooler, both sides in their forms for a
-	// transaction-pooling proxy.
-	bench func(ctx context.Context, db *sql.DB, d sqllock.Dialect, pooler bool) (*benchPlan, error)
 	// forget drops what the strategy keeps per key once a run is done
 	// with its keys; nil: nothing, or the package cleans up itself.
 	forget func(ctx context.Context, db *sql.DB, d sqllock.Dialect, keys ...string)
@@ -46,96 +42,29 @@ type strategy struct {
 
 var allDialects = []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL, sqllock.SQLite, sqllock.MySQLCommon}
 
-func newTablelock(db *sql.DB, d sqllock.Dialect, pooler bool) (sqllock.Locker, func(), error) {
-	var opts []tablelock.Option
-	if pooler {
-		opts = append(opts, tablelock.WithTransactionPooler())
-	}
-	l, err := tablelock.New(db, d, opts...)
-	if err != nil {
-		return nil, nil, err
-	}
-	return l, func() { l.Close() }, nil
-}
-
-// newFairTablelock is newTablelock in fair order (the bench's hot key).
-func newFairTablelock(db *sql.DB, d sqllock.Dialect, _ bool) (sqllock.Locker, func(), error) {
-	l, err := tablelock.New(db, d, tablelock.WithFairness(true))
-	if err != nil {
-		return nil, nil, err
-	}
-	return l, func() { l.Close() }, nil
-}
-
-func newRowlock(db *sql.DB, d sqllock.Dialect, pooler bool) (sqllock.Locker, func(), error) {
-	var opts []rowlock.Option
-	if pooler {
-		opts = append(opts, rowlock.WithTransactionPooler())
-	}
-	l, err := rowlock.New(db, d, opts...)
-	if err != nil {
-		return nil, nil, err
-	}
-	return l, func() { l.Close() }, nil
-}
-
-// newAdvisory's Locker, made for a pooler, locks only in a transaction:
-// advisoryBuy takes it through DoTx.
-func newAdvisory(db *sql.DB, d sqllock.Dialect, pooler bool) (sqllock.Locker, func(), error) {
-	var opts []advisory.Option
-	if pooler {
-		opts = append(opts, advisory.WithTransactionPooler())
-	}
-	l, err := advisory.New(db, d, opts...)
-	if err != nil {
-		return nil, nil, err
-	}
-	return l, func() { l.Close() }, nil
-}
-
-// forgetRows deletes the rows rowlock made for keys: it keeps one row per
-// key ever locked, and the demo's and bench's keys are used once. A key's
-// next holder would insert the row again, and its tokens come from the
-// shared sequence, so nothing depends on the row staying.
-func forgetRows(ctx context.Context, db *sql.DB, d sqllock.Dialect, keys ...string) {
-	q := `DELETE FROM sqllock_rows WHERE lock_key = ?`
-	if d == sqllock.Postgres {
-		q = `DELETE FROM sqllock_rows WHERE lock_key = $1`
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	defer cancel()
-	for _, k := range keys {
-		db.ExecContext(ctx, q, k)
-	}
-}
-
 // strategies is the table the commands read.
 var strategies = []strategy{
 	{
 		name: "tablelock", dialects: allDialects,
-		newLocker: newTablelock,
+		newLocker: lockers.Tablelock,
 		buy:       lockedBuy,
-		bench:     benchTablelock,
 	},
 	{
 		name: "rowlock", dialects: []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL, sqllock.MySQLCommon},
 		why:       "SQLite has no SELECT ... FOR UPDATE; use tablelock",
-		newLocker: newRowlock,
+		newLocker: lockers.Rowlock,
 		buy:       rowlockBuy,
-		bench:     benchRowlock,
-		forget:    forgetRows,
+		forget:    lockers.ForgetRows,
 	},
 	{
 		name: "optimistic", dialects: allDialects,
-		buy:   optimisticBuy,
-		bench: benchOptimistic,
+		buy: optimisticBuy,
 	},
 	{
 		name: "advisory", dialects: []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL, sqllock.MySQLCommon},
 		why:       "SQLite has no advisory locks; use tablelock",
-		newLocker: newAdvisory,
+		newLocker: lockers.Advisory,
 		buy:       advisoryBuy,
-		bench:     benchAdvisory,
 	},
 	{
 		// No lock at all: what the others prevent. Run it with --strategy none.
@@ -222,21 +151,12 @@ type stock struct {
 	pooler bool
 }
 
-// stockRow is a row of the demo table as optimistic reads and writes it.
-type stockRow struct {
-	Item    string `db:"item"`
-	Units   int    `db:"units"`
-	Version int64  `db:"version"`
-}
-
-const stockTable = "sqllock_demo_stock"
-
 func newStock(db *sql.DB, d sqllock.Dialect, item string, work time.Duration, pooler bool) (*stock, error) {
 	var opts []optimistic.TableOption
 	if pooler {
 		opts = append(opts, optimistic.WithTableTransactionPooler())
 	}
-	cas, err := optimistic.NewTable(d, stockTable, "item", "version", opts...)
+	cas, err := optimistic.NewTable(d, shop.Table, "item", "version", opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -254,52 +174,6 @@ func newStock(db *sql.DB, d sqllock.Dialect, item string, work time.Duration, po
 }
 
 func (s *stock) close() { s.cas.Close() }
-
-// createStockTable makes the demo's table; each run uses its own item rows.
-func createStockTable(ctx context.Context, db *sql.DB) error {
-	_, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS sqllock_demo_stock (
-	item    varchar(200) NOT NULL PRIMARY KEY,
-	units   integer      NOT NULL,
-	version bigint       NOT NULL DEFAULT 0
-)`)
-	if err != nil || hasVersion(ctx, db) {
-		return err
-	}
-	// A table made by an earlier sqllock has no version column.
-	_, err = db.ExecContext(ctx, `ALTER TABLE sqllock_demo_stock ADD COLUMN version bigint NOT NULL DEFAULT 0`)
-	if err != nil && hasVersion(ctx, db) {
-		return nil // another sqllock added it first
-	}
-	return err
-}
-
-func hasVersion(ctx context.Context, db *sql.DB) bool {
-	rows, err := db.QueryContext(ctx, `SELECT version FROM sqllock_demo_stock WHERE 1 = 0`)
-	if err != nil {
-		return false
-	}
-	rows.Close()
-	return true
-}
-
-// insertRow and deleteRow add and drop an item of the demo table.
-func insertRow(ctx context.Context, db *sql.DB, d sqllock.Dialect, item string, units int) error {
-	q := `INSERT INTO sqllock_demo_stock (item, units) VALUES (?, ?)`
-	if d == sqllock.Postgres {
-		q = `INSERT INTO sqllock_demo_stock (item, units) VALUES ($1, $2)`
-	}
-	_, err := db.ExecContext(ctx, q, item, units)
-	return err
-}
-
-func deleteRow(ctx context.Context, db *sql.DB, d sqllock.Dialect, item string) error {
-	q := `DELETE FROM sqllock_demo_stock WHERE item = ?`
-	if d == sqllock.Postgres {
-		q = `DELETE FROM sqllock_demo_stock WHERE item = $1`
-	}
-	_, err := db.ExecContext(ctx, q, item)
-	return err
-}
 
 func (s *stock) units(ctx context.Context) (int, error) {
 	var n int
@@ -406,15 +280,6 @@ func rowlockBuy(ctx context.Context, l sqllock.Locker, s *stock) (sold bool, ret
 	return sold, retries, err
 }
 
-// casPolicy is optimistic's default backoff with far more attempts than
-// its default 20: a buyer that gives up after a few lost races is a lost
-// sale, and the demo counts the retries instead. The cap only stops a
-// livelock.
-var casPolicy = optimistic.LimitAttempts(optimistic.ExponentialBackoff(optimistic.DefaultMinBackoff, optimistic.DefaultMaxBackoff), 1000)
-
-// retriesOf is the attempts a call repeated.
-func retriesOf(st optimistic.Stats) int { return max(st.Attempts-1, 0) }
-
 var errSoldOut = errors.New("sold out")
 
 // optimisticBuy sells one unit with no lock: read the row, check, write it
@@ -422,7 +287,7 @@ var errSoldOut = errors.New("sold out")
 // retries are the lost races.
 func optimisticBuy(ctx context.Context, _ sqllock.Locker, s *stock) (sold bool, retries int, err error) {
 	// ModifyStats retries conflicts and transient errors itself.
-	_, st, err := optimistic.ModifyStats(ctx, s.db, s.cas, s.item, casPolicy, func(r *stockRow) error {
+	_, st, err := optimistic.ModifyStats(ctx, s.db, s.cas, s.item, shop.CASPolicy, func(r *shop.Row) error {
 		if r.Units <= 0 {
 			return errSoldOut
 		}
@@ -431,9 +296,9 @@ func optimisticBuy(ctx context.Context, _ sqllock.Locker, s *stock) (sold bool, 
 		return nil
 	})
 	if errors.Is(err, errSoldOut) {
-		return false, retriesOf(st), nil
+		return false, shop.Retries(st), nil
 	}
-	return err == nil, retriesOf(st), err
+	return err == nil, shop.Retries(st), err
 }
 
 func unlockedBuy(ctx context.Context, _ sqllock.Locker, s *stock) (bool, int, error) {

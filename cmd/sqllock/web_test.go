@@ -22,6 +22,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/cmd/sqllock/internal/bench"
 	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/jobguard"
 	"github.com/sqllock/sqllock/sqlweb"
@@ -480,7 +481,7 @@ func TestWebEscapesAndCSP(t *testing.T) {
 }
 
 // TestWebStatementsPerRefresh measures the page's cost to the database:
-// the statements one refresh sends, counted by the driver (countingDB),
+// the statements one refresh sends, counted by the driver (bench.CountingDB),
 // with one lock held; and that a second page within half a refresh
 // interval is served from the same read, sending none. docs/web.md
 // states these figures.
@@ -505,7 +506,7 @@ func TestWebStatementsPerRefresh(t *testing.T) {
 			t.Fatal(err)
 		}
 		var n atomic.Int64
-		db, err := countingDB(tg, &n)
+		db, err := bench.CountingDB(benchTarget(tg), &n)
 		if err != nil {
 			t.Fatal(err)
 		}

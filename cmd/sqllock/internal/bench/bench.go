@@ -1,4 +1,10 @@
-package main
+// Package bench is the harness of `sqllock bench`: it measures each
+// strategy beside the raw SQL of the same operation (uncontended rate,
+// handoff latency, a hot key), and the multi-client cases where every
+// client has its own pool and Locker and the handoff's waiter runs in
+// another process. The command parses the flags and the DSN and calls Run;
+// its hidden worker calls Waiter.
+package bench
 
 import (
 	"context"
@@ -8,14 +14,17 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os/exec"
 	"slices"
 	"sync"
 	"text/tabwriter"
 	"time"
+
+	"github.com/sqllock/sqllock"
 )
 
-// benchSide is one measurement of the library or of the raw SQL.
-type benchSide struct {
+// Side is one measurement of the library or of the raw SQL.
+type Side struct {
 	UncontendedPerSec float64 `json:"uncontended_per_sec"`
 	// The handoff figures are absent where nobody waits (optimistic).
 	HandoffP50MS *float64 `json:"handoff_p50_ms,omitempty"`
@@ -32,22 +41,24 @@ type benchSide struct {
 	HotKeyRetries *float64 `json:"hot_key_retries_per_op,omitempty"`
 }
 
-type benchResult struct {
+// Result is one strategy's measures.
+type Result struct {
 	Strategy  string `json:"strategy"`
 	Operation string `json:"operation"`
 	RawSQL    string `json:"raw_sql"`
 	// NoHandoff says why the strategy has no handoff figures.
-	NoHandoff string    `json:"no_handoff,omitempty"`
-	Lib       benchSide `json:"sqllock"`
-	Raw       benchSide `json:"raw"`
+	NoHandoff string `json:"no_handoff,omitempty"`
+	Lib       Side   `json:"sqllock"`
+	Raw       Side   `json:"raw"`
 	// UncontendedRatio and HotKeyRatio are sqllock / raw: 1 is parity.
 	UncontendedRatio float64 `json:"uncontended_ratio"`
 	HotKeyRatio      float64 `json:"hot_key_ratio"`
 	// Multi is the multi-client cases, where the strategy has them.
-	Multi *multiResult `json:"multi_client,omitempty"`
+	Multi *MultiResult `json:"multi_client,omitempty"`
 }
 
-type benchReport struct {
+// Report is a run's measures, as --json prints them.
+type Report struct {
 	Database   string `json:"database"`
 	Dialect    string `json:"dialect"`
 	DurationMS int64  `json:"duration_ms"`
@@ -55,85 +66,92 @@ type benchReport struct {
 	Handoffs   int    `json:"handoffs"`
 	// Pooler: through a transaction pooler (sqllock_pooler=transaction),
 	// both sides in the forms that work there.
-	Pooler  bool          `json:"transaction_pooler,omitempty"`
-	Results []benchResult `json:"results"`
-	Skipped []skip        `json:"skipped"`
+	Pooler  bool     `json:"transaction_pooler,omitempty"`
+	Results []Result `json:"results"`
+	Skipped []Skip   `json:"skipped"`
 }
 
-type benchConfig struct {
-	duration time.Duration
-	clients  int
-	handoffs int
-	multi    bool
-	idle     time.Duration
+// Target is the database a bench runs on, as the command parsed it.
+type Target struct {
+	Display string          // for people: no password
+	Driver  string          // database/sql driver name
+	DSN     string          // in the driver's form
+	Dialect sqllock.Dialect // the locks' dialect
+	// Pooler: behind a transaction pooler, where both sides run in the
+	// forms that work there.
+	Pooler bool
+	// Child returns this command re-executed as its hidden worker with
+	// args, on the same database: the waiter in another process.
+	Child func(ctx context.Context, args ...string) (*exec.Cmd, error)
 }
 
-func cmdBench(ctx context.Context, args []string, e env) error {
-	var df dbFlags
-	fs := newFlags("bench", e, &df)
-	var cfg benchConfig
-	fs.DurationVar(&cfg.duration, "duration", time.Second, "length of each rate measurement")
-	fs.IntVar(&cfg.clients, "clients", 8, "clients contending for the hot key")
-	fs.IntVar(&cfg.handoffs, "handoffs", 50, "handoffs timed for the latency percentiles, after two untimed (a waiter's first waits open its sessions)")
-	fs.BoolVar(&cfg.multi, "multi", true, "also the multi-client cases (tablelock, advisory): a pool and a Locker per client, a waiter in another process")
-	fs.DurationVar(&cfg.idle, "idle", time.Second, "window in which an idle waiter's statements are counted; 0 skips")
-	strat := fs.String("strategy", "all", "comma-separated strategies, or all")
-	asJSON := fs.Bool("json", false, "print the results as JSON")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	switch {
-	case len(pos) > 0:
-		return fail(exitUsage, "bench takes no arguments, got %q", pos[0])
-	case cfg.duration <= 0 || cfg.clients < 1 || cfg.handoffs < 1:
-		return fail(exitUsage, "bench: --duration must be positive, --clients and --handoffs at least 1")
-	}
-	return withDB(ctx, df, needMigrated, func(t target, db *sql.DB) error {
-		run, skipped, err := pick(*strat, t.dialect, func(s strategy) bool { return s.bench != nil })
+// Config is what a bench measures, from the command's flags.
+type Config struct {
+	Duration time.Duration // each rate measurement
+	Clients  int           // contending for the hot key
+	Handoffs int           // timed for the latency percentiles
+	Multi    bool          // also the multi-client cases
+	Idle     time.Duration // an idle waiter's window; 0 skips
+}
+
+// Skip is a strategy left out of a run, with the reason.
+type Skip struct {
+	Strategy string `json:"strategy"`
+	Reason   string `json:"reason"`
+}
+
+// Has says whether strategy has a bench.
+func Has(strategy string) bool {
+	_, ok := plans[strategy]
+	return ok
+}
+
+// plans sets each strategy beside its raw SQL. With pooler, both sides in
+// their forms for a transaction-pooling proxy.
+var plans = map[string]func(ctx context.Context, db *sql.DB, d sqllock.Dialect, pooler bool) (*benchPlan, error){
+	"tablelock":  benchTablelock,
+	"rowlock":    benchRowlock,
+	"optimistic": benchOptimistic,
+	"advisory":   benchAdvisory,
+}
+
+// Run measures strategies (each of which Has a bench) on db, one after
+// the other, and writes the tables to w, or with asJSON the report;
+// skipped are listed at the end.
+func Run(ctx context.Context, db *sql.DB, t Target, strategies []string, skipped []Skip, cfg Config, w io.Writer, asJSON bool) error {
+	rep := Report{Database: t.Display, Dialect: t.Dialect.String(), DurationMS: cfg.Duration.Milliseconds(),
+		Clients: cfg.Clients, Handoffs: cfg.Handoffs, Pooler: t.Pooler, Results: []Result{}, Skipped: skipped}
+	for _, name := range strategies {
+		res, err := benchStrategy(ctx, db, t, name, cfg)
 		if err != nil {
-			return err
+			return fmt.Errorf("bench %s: %v", name, err)
 		}
-		rep := benchReport{Database: t.display, Dialect: t.dialect.String(), DurationMS: cfg.duration.Milliseconds(),
-			Clients: cfg.clients, Handoffs: cfg.handoffs, Pooler: t.pooler, Results: []benchResult{}, Skipped: skipped}
-		if !*asJSON {
-			fmt.Fprintf(e.stdout, "bench on %s: %v per rate, %d hot-key clients, %d handoffs\n", t.display, cfg.duration, cfg.clients, cfg.handoffs)
-			if t.pooler {
-				fmt.Fprintf(e.stdout, "through a transaction pooler (%s=transaction): both sides unprepared, waiters polling, advisory locks in transactions\n", poolerParam)
+		if cfg.Multi {
+			if res.Multi, err = benchMulti(ctx, t, db, name, cfg); err != nil {
+				return fmt.Errorf("bench %s, multi-client: %v", name, err)
 			}
 		}
-		for _, s := range run {
-			res, err := benchStrategy(ctx, db, t, s, cfg)
-			if err != nil {
-				return fmt.Errorf("bench %s: %v", s.name, err)
-			}
-			if cfg.multi {
-				if res.Multi, err = benchMulti(ctx, t, db, s.name, cfg); err != nil {
-					return fmt.Errorf("bench %s, multi-client: %v", s.name, err)
-				}
-			}
-			rep.Results = append(rep.Results, res)
-			if !*asJSON {
-				printBench(e.stdout, res, cfg)
-				if res.Multi != nil {
-					printMulti(e.stdout, res.Multi)
-				}
+		rep.Results = append(rep.Results, res)
+		if !asJSON {
+			printBench(w, res, cfg)
+			if res.Multi != nil {
+				printMulti(w, res.Multi)
 			}
 		}
-		if *asJSON {
-			enc := json.NewEncoder(e.stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(rep)
-		}
-		printBenchSummary(e.stdout, rep)
-		for _, s := range rep.Skipped {
-			fmt.Fprintf(e.stdout, "%s: skipped, %s\n", s.Strategy, s.Reason)
-		}
-		return nil
-	})
+	}
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	printBenchSummary(w, rep)
+	for _, s := range rep.Skipped {
+		fmt.Fprintf(w, "%s: skipped, %s\n", s.Strategy, s.Reason)
+	}
+	return nil
 }
 
-func printBench(w io.Writer, r benchResult, cfg benchConfig) {
+func printBench(w io.Writer, r Result, cfg Config) {
 	fmt.Fprintf(w, "\n%s\n", r.Strategy)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "measure\tsqllock\traw SQL\tsqllock/raw\t")
@@ -145,8 +163,8 @@ func printBench(w io.Writer, r benchResult, cfg benchConfig) {
 			fmt.Fprintf(tw, "handoff missed wake-ups (>%v)\t%d\t%d\t\t\n", handoffWait, lib, raw)
 		}
 	}
-	fmt.Fprintf(tw, "hot key, %d clients\t%.0f/s\t%.0f/s\t%.2f\t\n", cfg.clients, r.Lib.HotKeyPerSec, r.Raw.HotKeyPerSec, r.HotKeyRatio)
-	fmt.Fprintf(tw, "hot key, clients served\t%d/%d\t%d/%d\t\t\n", r.Lib.HotKeyServed, cfg.clients, r.Raw.HotKeyServed, cfg.clients)
+	fmt.Fprintf(tw, "hot key, %d clients\t%.0f/s\t%.0f/s\t%.2f\t\n", cfg.Clients, r.Lib.HotKeyPerSec, r.Raw.HotKeyPerSec, r.HotKeyRatio)
+	fmt.Fprintf(tw, "hot key, clients served\t%d/%d\t%d/%d\t\t\n", r.Lib.HotKeyServed, cfg.Clients, r.Raw.HotKeyServed, cfg.Clients)
 	fmt.Fprintf(tw, "hot key, fewest turns\t%d\t%d\t\t\n", r.Lib.HotKeyMinTurns, r.Raw.HotKeyMinTurns)
 	if r.Lib.HotKeyRetries != nil {
 		fmt.Fprintf(tw, "hot key, retries per op\t%.2f\t%.2f\t\t\n", deref(r.Lib.HotKeyRetries), deref(r.Raw.HotKeyRetries))
@@ -159,7 +177,7 @@ func printBench(w io.Writer, r benchResult, cfg benchConfig) {
 }
 
 // printBenchSummary puts the ratios of every strategy side by side.
-func printBenchSummary(w io.Writer, rep benchReport) {
+func printBenchSummary(w io.Writer, rep Report) {
 	if len(rep.Results) < 2 {
 		return
 	}
@@ -195,17 +213,17 @@ func benchKey(what string) string {
 	return fmt.Sprintf("sqllock-bench/%s/%x", what, rand.Uint64())
 }
 
-// benchStrategy measures s and its raw SQL, one after the other, in this run.
-func benchStrategy(ctx context.Context, db *sql.DB, t target, s strategy, cfg benchConfig) (res benchResult, err error) {
-	plan, err := s.bench(ctx, db, t.dialect, t.pooler)
+// benchStrategy measures strategy name and its raw SQL, one after the other, in this run.
+func benchStrategy(ctx context.Context, db *sql.DB, t Target, name string, cfg Config) (res Result, err error) {
+	plan, err := plans[name](ctx, db, t.Dialect, t.Pooler)
 	if err != nil {
 		return res, err
 	}
 	if plan.close != nil {
 		defer plan.close()
 	}
-	res = benchResult{Strategy: s.name, Operation: plan.op, RawSQL: plan.rawSQL, NoHandoff: plan.noHandoff}
-	n := max(cfg.clients, 2)
+	res = Result{Strategy: name, Operation: plan.op, RawSQL: plan.rawSQL, NoHandoff: plan.noHandoff}
+	n := max(cfg.Clients, 2)
 	lib, err := openClients(ctx, plan.lib, n)
 	defer closeClients(lib)
 	if err != nil {
@@ -234,7 +252,7 @@ func benchStrategy(ctx context.Context, db *sql.DB, t target, s strategy, cfg be
 	if err != nil {
 		return res, err
 	}
-	half := cfg.duration / 2
+	half := cfg.Duration / 2
 	var libN, rawN int
 	var libT, rawT time.Duration
 	for range 2 {
@@ -257,14 +275,14 @@ func benchStrategy(ctx context.Context, db *sql.DB, t target, s strategy, cfg be
 		for _, m := range []struct {
 			sd      side
 			clients []contender
-			out     *benchSide
+			out     *Side
 			what    string
 		}{{plan.lib, lib, &res.Lib, "handoff"}, {plan.raw, raw, &res.Raw, "handoff-raw"}} {
 			k, err := key(m.sd, m.what)
 			if err != nil {
 				return res, err
 			}
-			p50, p99, missed, err := handoff(ctx, m.clients[0], m.clients[1], k, cfg.handoffs)
+			p50, p99, missed, err := handoff(ctx, m.clients[0], m.clients[1], k, cfg.Handoffs)
 			if err != nil {
 				return res, err
 			}
@@ -275,7 +293,7 @@ func benchStrategy(ctx context.Context, db *sql.DB, t target, s strategy, cfg be
 	for _, m := range []struct {
 		sd      side
 		clients []contender
-		out     *benchSide
+		out     *Side
 		what    string
 	}{{plan.lib, lib, &res.Lib, "hot"}, {plan.raw, raw, &res.Raw, "hot-raw"}} {
 		k, err := key(m.sd, m.what)
@@ -286,7 +304,7 @@ func benchStrategy(ctx context.Context, db *sql.DB, t target, s strategy, cfg be
 		if m.sd.retries != nil {
 			before = m.sd.retries.Load()
 		}
-		turns, el, err := hotKey(ctx, cfg.clients, cfg.duration, t.pooler, func(ctx context.Context, i int) error {
+		turns, el, err := hotKey(ctx, cfg.Clients, cfg.Duration, t.Pooler, func(ctx context.Context, i int) error {
 			if err := m.clients[i].acquire(ctx, k); err != nil {
 				return err
 			}

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -13,31 +13,31 @@ import (
 	"github.com/sqllock/sqllock"
 )
 
-// countingDB opens t as its own pool whose every statement sent to the
+// CountingDB opens t as its own pool whose every statement sent to the
 // server (exec, query, prepared or not) is counted in n: the load one
 // client puts on the database, whatever else the server runs. On
 // PostgreSQL pgx counts them itself (a query tracer), those sent on the
 // pgx connection under a database/sql one included: the library runs a
 // lease's statements and its LISTEN there. Elsewhere a wrapping driver
 // counts them.
-func countingDB(t target, n *atomic.Int64) (*sql.DB, error) {
-	if t.dialect == sqllock.Postgres {
-		cfg, err := pgx.ParseConfig(t.dsn)
+func CountingDB(t Target, n *atomic.Int64) (*sql.DB, error) {
+	if t.Dialect == sqllock.Postgres {
+		cfg, err := pgx.ParseConfig(t.DSN)
 		if err != nil {
 			return nil, err
 		}
 		cfg.Tracer = countingTracer{n}
 		return stdlib.OpenDB(*cfg), nil
 	}
-	probe, err := sql.Open(t.driver, t.dsn)
+	probe, err := sql.Open(t.Driver, t.DSN)
 	if err != nil {
 		return nil, err
 	}
 	drv := probe.Driver()
 	probe.Close()
-	var base driver.Connector = dsnConnector{drv, t.dsn}
+	var base driver.Connector = dsnConnector{drv, t.DSN}
 	if dc, ok := drv.(driver.DriverContext); ok {
-		if base, err = dc.OpenConnector(t.dsn); err != nil {
+		if base, err = dc.OpenConnector(t.DSN); err != nil {
 			return nil, err
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/cmd/sqllock/internal/lockers"
 	"github.com/sqllock/sqllock/internal/locktest"
 	"github.com/sqllock/sqllock/internal/testdb"
 )
@@ -17,17 +18,13 @@ func TestCountingDB(t *testing.T) {
 	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL} {
 		t.Run(d.String(), func(t *testing.T) {
 			db := testdb.Open(t, d)
-			tg, err := parseDSN(db.DSN)
-			if err != nil {
-				t.Fatal(err)
-			}
 			var n atomic.Int64
-			cdb, err := countingDB(tg, &n)
+			cdb, err := CountingDB(Target{Driver: db.Driver, DSN: db.DSN, Dialect: db.Dialect}, &n)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer cdb.Close()
-			l, closeFn, err := newTablelock(cdb, db.Dialect, false)
+			l, closeFn, err := lockers.Tablelock(cdb, db.Dialect, false)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,10 +1,15 @@
-package main
+package bench
 
 import (
+	"context"
+	"database/sql"
 	"testing"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/cmd/sqllock/internal/lockers"
 	"github.com/sqllock/sqllock/internal/golden"
+	"github.com/sqllock/sqllock/internal/locktest"
+	"github.com/sqllock/sqllock/internal/testdb"
 )
 
 // TestGoldenBaselines: the hand-written statements bench sets each
@@ -48,6 +53,38 @@ func TestGoldenBaselines(t *testing.T) {
 				golden.Statement{Name: "CASRead", SQL: read},
 				golden.Statement{Name: "CASWrite", SQL: write})
 			golden.Check(t, c.file, golden.Render(stmts))
+		})
+	}
+}
+
+// bench's raw GET_LOCK baseline locks the name the advisory Locker locks,
+// on both MySQL-family paths, so the server does the same work for both
+// sides: a key the Locker holds is in use under the baseline's name. The
+// key has capitals, which the case-safe name hashes.
+func TestBenchRawAdvisoryLocksLockersName(t *testing.T) {
+	for _, d := range []sqllock.Dialect{sqllock.MySQL, sqllock.MySQLCommon} {
+		t.Run(d.String(), func(t *testing.T) {
+			db := testdb.Open(t, d)
+			ctx := context.Background()
+			key := "Orders/" + locktest.Key(t)
+			l, closeFn, err := lockers.Advisory(db.DB, d, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer closeFn()
+			lease, err := l.Acquire(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lease.Release(ctx)
+			q, _ := rawAdvisorySQL(d)
+			var holder sql.NullInt64
+			if err := db.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", q.arg(key)).Scan(&holder); err != nil {
+				t.Fatal(err)
+			}
+			if !holder.Valid {
+				t.Fatalf("the Locker holds %q, but the baseline's lock %v is free: bench's two sides lock different names", key, q.arg(key))
+			}
 		})
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/cmd/sqllock/internal/lockers"
 	"github.com/sqllock/sqllock/internal/sqlutil"
 )
 
@@ -23,8 +23,8 @@ import (
 // client opens its own *sql.DB and its own Locker (or pinned session, on
 // the raw side), and the handoff's waiter runs in another process.
 
-// multiSide is one side (sqllock or raw) of the multi-client cases.
-type multiSide struct {
+// MultiSide is one side (sqllock or raw) of the multi-client cases.
+type MultiSide struct {
 	OnePerSec  float64 `json:"distinct_1_client_per_sec"`
 	ManyPerSec float64 `json:"distinct_n_clients_per_sec"`
 	HotPerSec  float64 `json:"hot_key_per_sec"`
@@ -41,18 +41,18 @@ type multiSide struct {
 	IdleWaiterQPS float64 `json:"idle_waiter_queries_per_sec"`
 }
 
-type multiResult struct {
+type MultiResult struct {
 	Clients    int       `json:"clients"`
 	RawSQL     string    `json:"raw_sql"`
-	Lib        multiSide `json:"sqllock"`
-	Raw        multiSide `json:"raw"`
+	Lib        MultiSide `json:"sqllock"`
+	Raw        MultiSide `json:"raw"`
 	OneRatio   float64   `json:"distinct_1_client_ratio"`
 	ManyRatio  float64   `json:"distinct_n_clients_ratio"`
 	HotRatio   float64   `json:"hot_key_ratio"`
 	IdleWindow float64   `json:"idle_window_s"`
 	// Fair is the hot key again with tablelock.WithFairness, where the
 	// dialect has it; only its hot-key fields are set.
-	Fair      *multiSide `json:"fair,omitempty"`
+	Fair      *MultiSide `json:"fair,omitempty"`
 	FairRatio float64    `json:"fair_hot_key_ratio,omitempty"`
 	// FairSkipped says why the dialect's fair order was not run.
 	FairSkipped string `json:"fair_skipped,omitempty"`
@@ -74,8 +74,8 @@ const rawPollEvery = time.Millisecond
 
 // multiPlanFor returns the multi-client plan of strategy name on t, nil
 // when it has none.
-func multiPlanFor(ctx context.Context, db *sql.DB, t target, name string) (*multiPlan, error) {
-	d, pooler := t.dialect, t.pooler
+func multiPlanFor(ctx context.Context, db *sql.DB, t Target, name string) (*multiPlan, error) {
+	d, pooler := t.Dialect, t.Pooler
 	switch name {
 	case "tablelock":
 		if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS sqllock_bench_raw (lock_key varchar(255) NOT NULL PRIMARY KEY)`); err != nil {
@@ -88,12 +88,12 @@ func multiPlanFor(ctx context.Context, db *sql.DB, t target, name string) (*mult
 			fairSkipped = "the next waiter is called by LISTEN, which does not reach a client through a transaction pooler"
 		case d == sqllock.Postgres:
 			fair = func(_ context.Context, db *sql.DB) (contender, error) {
-				return newLockerClient(db, d, false, newFairTablelock)
+				return newLockerClient(db, d, false, fairTablelock)
 			}
 		}
 		return &multiPlan{
 			lib: func(_ context.Context, db *sql.DB) (contender, error) {
-				return newLockerClient(db, d, pooler, newTablelock)
+				return newLockerClient(db, d, pooler, lockers.Tablelock)
 			},
 			raw:         func(ctx context.Context, db *sql.DB) (contender, error) { return openRawTable(ctx, db, d, pooler) },
 			fair:        fair,
@@ -101,7 +101,7 @@ func multiPlanFor(ctx context.Context, db *sql.DB, t target, name string) (*mult
 			rawSQL: "a bare lock table: " + rawTableSQL(d).take + " / DELETE, " + preparedOnce(pooler) +
 				", waiters polling every " + rawPollEvery.String(),
 			close: func() {
-				ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+				ctx, cancel := context.WithTimeout(context.Background(), lockers.CleanupTimeout)
 				defer cancel()
 				db.ExecContext(ctx, `DROP TABLE IF EXISTS sqllock_bench_raw`)
 			},
@@ -118,7 +118,7 @@ func multiPlanFor(ctx context.Context, db *sql.DB, t target, name string) (*mult
 		}
 		return &multiPlan{
 			lib: func(_ context.Context, db *sql.DB) (contender, error) {
-				return newLockerClient(db, d, false, newAdvisory)
+				return newLockerClient(db, d, false, lockers.Advisory)
 			},
 			raw:    func(ctx context.Context, db *sql.DB) (contender, error) { return openRawAdvisory(ctx, db, d, q) },
 			rawSQL: rawSQL + " on one pinned session per client; waiters block in the server",
@@ -195,10 +195,10 @@ type clientPool struct {
 	c  contender
 }
 
-func openPools(ctx context.Context, t target, n int, open func(context.Context, *sql.DB) (contender, error)) ([]clientPool, error) {
+func openPools(ctx context.Context, t Target, n int, open func(context.Context, *sql.DB) (contender, error)) ([]clientPool, error) {
 	var ps []clientPool
 	for range n {
-		db, err := sql.Open(t.driver, t.dsn)
+		db, err := sql.Open(t.Driver, t.DSN)
 		if err != nil {
 			return ps, err
 		}
@@ -229,7 +229,7 @@ func contenders(ps []clientPool) []contender {
 
 // benchMulti runs the multi-client cases of strategy name, each side in
 // turn, in this run.
-func benchMulti(ctx context.Context, t target, db *sql.DB, name string, cfg benchConfig) (*multiResult, error) {
+func benchMulti(ctx context.Context, t Target, db *sql.DB, name string, cfg Config) (*MultiResult, error) {
 	plan, err := multiPlanFor(ctx, db, t, name)
 	if err != nil || plan == nil {
 		return nil, err
@@ -237,10 +237,10 @@ func benchMulti(ctx context.Context, t target, db *sql.DB, name string, cfg benc
 	if plan.close != nil {
 		defer plan.close()
 	}
-	res := &multiResult{Clients: cfg.clients, RawSQL: plan.rawSQL, IdleWindow: cfg.idle.Seconds(), FairSkipped: plan.fairSkipped}
+	res := &MultiResult{Clients: cfg.Clients, RawSQL: plan.rawSQL, IdleWindow: cfg.Idle.Seconds(), FairSkipped: plan.fairSkipped}
 	sides := []struct {
 		open func(context.Context, *sql.DB) (contender, error)
-		out  *multiSide
+		out  *MultiSide
 		name string
 	}{{plan.lib, &res.Lib, "lib"}, {plan.raw, &res.Raw, "raw"}}
 	pools := make([][]clientPool, 2)
@@ -250,18 +250,18 @@ func benchMulti(ctx context.Context, t target, db *sql.DB, name string, cfg benc
 		}
 	}()
 	for i, s := range sides {
-		if pools[i], err = openPools(ctx, t, cfg.clients, s.open); err != nil {
+		if pools[i], err = openPools(ctx, t, cfg.Clients, s.open); err != nil {
 			return nil, err
 		}
 	}
 	// Distinct keys: halves of each side alternate, so that a slower patch
 	// of the shared machine does not land on one side only.
-	for _, n := range []int{1, cfg.clients} {
+	for _, n := range []int{1, cfg.Clients} {
 		var ops [2]int
 		var el [2]time.Duration
 		for range 2 {
 			for i := range sides {
-				k, e, err := distinctKeys(ctx, contenders(pools[i][:n]), cfg.duration/2)
+				k, e, err := distinctKeys(ctx, contenders(pools[i][:n]), cfg.Duration/2)
 				if err != nil {
 					return nil, err
 				}
@@ -279,15 +279,15 @@ func benchMulti(ctx context.Context, t target, db *sql.DB, name string, cfg benc
 		}
 	}
 	for i, s := range sides {
-		p50, p99, missed, err := xprocHandoff(ctx, t, name, s.name, pools[i][0].c, cfg.handoffs)
+		p50, p99, missed, err := xprocHandoff(ctx, t, name, s.name, pools[i][0].c, cfg.Handoffs)
 		if err != nil {
 			return nil, fmt.Errorf("handoff to another process (%s): %v", s.name, err)
 		}
 		s.out.HandoffP50MS, s.out.HandoffP99MS, s.out.HandoffMissed = p50, p99, missed
 	}
-	if cfg.idle > 0 {
+	if cfg.Idle > 0 {
 		for i, s := range sides {
-			qps, err := idleWaiter(ctx, t, s.open, pools[i][0].c, cfg.idle, t.pooler)
+			qps, err := idleWaiter(ctx, t, s.open, pools[i][0].c, cfg.Idle, t.Pooler)
 			if err != nil {
 				return nil, fmt.Errorf("idle waiter (%s): %v", s.name, err)
 			}
@@ -296,7 +296,7 @@ func benchMulti(ctx context.Context, t target, db *sql.DB, name string, cfg benc
 	}
 	// Last: a raw waiter cut off by the end of the run loses its pinned session.
 	for i, s := range sides {
-		if err := multiHot(ctx, contenders(pools[i]), "multi-hot-"+s.name, cfg.duration, t.pooler, s.out); err != nil {
+		if err := multiHot(ctx, contenders(pools[i]), "multi-hot-"+s.name, cfg.Duration, t.Pooler, s.out); err != nil {
 			return nil, err
 		}
 	}
@@ -308,7 +308,7 @@ func benchMulti(ctx context.Context, t target, db *sql.DB, name string, cfg benc
 			closePools(pools[i])
 			pools[i] = nil
 		}
-		fair, err := openPools(ctx, t, cfg.clients, plan.fair)
+		fair, err := openPools(ctx, t, cfg.Clients, plan.fair)
 		defer closePools(fair)
 		if err != nil {
 			return nil, err
@@ -321,8 +321,8 @@ func benchMulti(ctx context.Context, t target, db *sql.DB, name string, cfg benc
 		if err := warmClients(ctx, contenders(fair)); err != nil {
 			return nil, err
 		}
-		res.Fair = &multiSide{}
-		if err := multiHot(ctx, contenders(fair), "multi-hot-fair", cfg.duration, false, res.Fair); err != nil {
+		res.Fair = &MultiSide{}
+		if err := multiHot(ctx, contenders(fair), "multi-hot-fair", cfg.Duration, false, res.Fair); err != nil {
 			return nil, err
 		}
 	}
@@ -359,7 +359,7 @@ func warmClients(ctx context.Context, cs []contender) error {
 
 // multiHot runs the clients cs on one key for d and records the rate and
 // each client's share in out; drain as for hotKey.
-func multiHot(ctx context.Context, cs []contender, name string, d time.Duration, drain bool, out *multiSide) error {
+func multiHot(ctx context.Context, cs []contender, name string, d time.Duration, drain bool, out *MultiSide) error {
 	k := benchKey(name)
 	turns, el, err := hotKey(ctx, len(cs), d, drain, func(ctx context.Context, c int) error {
 		if err := cs[c].acquire(ctx, k); err != nil {
@@ -406,9 +406,9 @@ func distinctKeys(ctx context.Context, cs []contender, d time.Duration) (int, ti
 // idleWaiter counts the statements a waiter on its own pool sends while
 // holder keeps the key for window. The wait is cut off at the end, or,
 // with drain, ended by the holder's release.
-func idleWaiter(ctx context.Context, t target, open func(context.Context, *sql.DB) (contender, error), holder contender, window time.Duration, drain bool) (float64, error) {
+func idleWaiter(ctx context.Context, t Target, open func(context.Context, *sql.DB) (contender, error), holder contender, window time.Duration, drain bool) (float64, error) {
 	var n atomic.Int64
-	db, err := countingDB(t, &n)
+	db, err := CountingDB(t, &n)
 	if err != nil {
 		return 0, err
 	}
@@ -467,8 +467,8 @@ func idleWaiter(ctx context.Context, t target, open func(context.Context, *sql.D
 
 // xprocHandoff times release → a waiter in a child process returns, n
 // times after warmUp rounds, on one key.
-func xprocHandoff(ctx context.Context, t target, strategy, sideName string, holder contender, n int) (p50, p99 float64, missed int, err error) {
-	cmd, err := child(ctx, t, "waiter", "--strategy", strategy, "--side", sideName)
+func xprocHandoff(ctx context.Context, t Target, strategy, sideName string, holder contender, n int) (p50, p99 float64, missed int, err error) {
+	cmd, err := t.Child(ctx, "waiter", "--strategy", strategy, "--side", sideName)
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -546,65 +546,61 @@ func xprocHandoff(ctx context.Context, t target, strategy, sideName string, hold
 	return p50, p99, missed, nil
 }
 
-// waiterWorker is the child side of xprocHandoff: for each key read, it
+// ErrNoMulti is Waiter's answer for a strategy with no multi-client cases.
+var ErrNoMulti = errors.New("no multi-client bench")
+
+// Waiter is the child side of xprocHandoff, run by the command's hidden
+// worker as Target.Child started it: it opens a client of strategy's side
+// ("lib" or "raw") on db, says "ready", and for each key read from in,
 // says "waiting", acquires, says "got <unix ns>" (or "missed" after
 // handoffWait), releases and says "done".
-func waiterWorker(ctx context.Context, args []string, e env) error {
-	var df dbFlags
-	fs := newFlags(workerCommand+" waiter", e, &df)
-	name := fs.String("strategy", "", "")
-	sideName := fs.String("side", "lib", "")
-	if _, err := parseArgs(fs, args); err != nil {
+func Waiter(ctx context.Context, db *sql.DB, t Target, strategy, sideName string, in io.Reader, w io.Writer) error {
+	plan, err := multiPlanFor(ctx, db, t, strategy)
+	if err != nil {
 		return err
 	}
-	return withDB(ctx, df, needMigrated, func(t target, db *sql.DB) error {
-		plan, err := multiPlanFor(ctx, db, t, *name)
-		if err != nil {
-			return err
-		}
-		if plan == nil {
-			return fail(exitUsage, "no multi-client bench for %q", *name)
-		}
-		open := plan.lib
-		if *sideName == "raw" {
-			open = plan.raw
-		}
-		c, err := open(ctx, db)
-		if err != nil {
-			return err
-		}
-		defer c.close()
-		out := bufio.NewWriter(e.stdout)
-		say := func(s string) {
-			out.WriteString(s + "\n")
-			out.Flush()
-		}
-		say("ready")
-		in := bufio.NewScanner(os.Stdin) // the parent bench writes the keys
-		for in.Scan() {
-			say("waiting")
-			wctx, cancel := context.WithTimeout(ctx, handoffWait)
-			err := c.acquire(wctx, in.Text())
-			at := time.Now()
-			cancel()
-			switch {
-			case err == nil:
-				say("got " + strconv.FormatInt(at.UnixNano(), 10))
-				if err := c.release(ctx); err != nil {
-					return err
-				}
-			case wctx.Err() != nil && ctx.Err() == nil:
-				say("missed")
-			default:
+	if plan == nil {
+		return fmt.Errorf("%w for %q", ErrNoMulti, strategy)
+	}
+	open := plan.lib
+	if sideName == "raw" {
+		open = plan.raw
+	}
+	c, err := open(ctx, db)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	out := bufio.NewWriter(w)
+	say := func(s string) {
+		out.WriteString(s + "\n")
+		out.Flush()
+	}
+	say("ready")
+	keys := bufio.NewScanner(in) // the parent bench writes the keys
+	for keys.Scan() {
+		say("waiting")
+		wctx, cancel := context.WithTimeout(ctx, handoffWait)
+		err := c.acquire(wctx, keys.Text())
+		at := time.Now()
+		cancel()
+		switch {
+		case err == nil:
+			say("got " + strconv.FormatInt(at.UnixNano(), 10))
+			if err := c.release(ctx); err != nil {
 				return err
 			}
-			say("done")
+		case wctx.Err() != nil && ctx.Err() == nil:
+			say("missed")
+		default:
+			return err
 		}
-		return in.Err()
-	})
+		say("done")
+	}
+	return keys.Err()
 }
 
-func printMulti(w io.Writer, r *multiResult) {
+func printMulti(w io.Writer, r *MultiResult) {
 	fmt.Fprintf(w, "multi-client: one pool and one Locker per client\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "measure\tsqllock\traw SQL\tsqllock/raw\t")

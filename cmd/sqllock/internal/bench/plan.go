@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -7,13 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
-	"time"
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/advisory"
+	"github.com/sqllock/sqllock/cmd/sqllock/internal/lockers"
+	"github.com/sqllock/sqllock/cmd/sqllock/internal/shop"
 	"github.com/sqllock/sqllock/internal/identity"
 	"github.com/sqllock/sqllock/internal/sqlutil"
 	"github.com/sqllock/sqllock/optimistic"
+	"github.com/sqllock/sqllock/tablelock"
 )
 
 // benchPlan is what bench measures for one strategy: the library beside
@@ -51,15 +53,25 @@ type contender interface {
 	close()
 }
 
+// fairTablelock is a tablelock Locker in fair order (the hot key of the
+// multi-client cases).
+func fairTablelock(db *sql.DB, d sqllock.Dialect, _ bool) (sqllock.Locker, func(), error) {
+	l, err := tablelock.New(db, d, tablelock.WithFairness(true))
+	if err != nil {
+		return nil, nil, err
+	}
+	return l, func() { l.Close() }, nil
+}
+
 // lockerSide is the library side of a strategy with a Locker: one Locker
 // per client, made for a transaction pooler with pooler.
-func lockerSide(db *sql.DB, d sqllock.Dialect, pooler bool, newLocker func(*sql.DB, sqllock.Dialect, bool) (sqllock.Locker, func(), error)) side {
+func lockerSide(db *sql.DB, d sqllock.Dialect, pooler bool, newLocker lockers.New) side {
 	return side{open: func(context.Context) (contender, error) {
 		return newLockerClient(db, d, pooler, newLocker)
 	}}
 }
 
-func newLockerClient(db *sql.DB, d sqllock.Dialect, pooler bool, newLocker func(*sql.DB, sqllock.Dialect, bool) (sqllock.Locker, func(), error)) (contender, error) {
+func newLockerClient(db *sql.DB, d sqllock.Dialect, pooler bool, newLocker lockers.New) (contender, error) {
 	l, closeFn, err := newLocker(db, d, pooler)
 	if err != nil {
 		return nil, err
@@ -94,9 +106,6 @@ func (c *lockerClient) close() {
 	}
 	c.closeFn()
 }
-
-// cleanupTimeout bounds the statements that drop what a bench made.
-const cleanupTimeout = 10 * time.Second
 
 // rawStmt is a statement of a raw side: prepared once, or, behind a
 // transaction pooler, its text run unprepared each time. A prepared
@@ -170,7 +179,7 @@ func benchTablelock(ctx context.Context, db *sql.DB, d sqllock.Dialect, pooler b
 		return nil, err
 	}
 	return &benchPlan{
-		lib: lockerSide(db, d, pooler, newTablelock),
+		lib: lockerSide(db, d, pooler, lockers.Tablelock),
 		raw: side{open: func(context.Context) (contender, error) {
 			return &rawTablelockClient{r: r, owner: identity.NewOwner()}, nil
 		}},
@@ -388,7 +397,7 @@ func benchRowlock(ctx context.Context, db *sql.DB, d sqllock.Dialect, pooler boo
 	// Both sides leave a row per key; prepare runs on the bench's
 	// goroutine only.
 	var keys []string
-	lib := lockerSide(db, d, pooler, newRowlock)
+	lib := lockerSide(db, d, pooler, lockers.Rowlock)
 	lib.prepare = func(_ context.Context, key string) error {
 		keys = append(keys, key)
 		return nil
@@ -408,7 +417,7 @@ func benchRowlock(ctx context.Context, db *sql.DB, d sqllock.Dialect, pooler boo
 		rawSQL: "BEGIN; SELECT ... FOR UPDATE; COMMIT on an existing row, " + preparedOnce(pooler) + "; waiters queue in the server",
 		close: func() {
 			closeRaw(st)
-			forgetRows(context.Background(), db, d, keys...)
+			lockers.ForgetRows(context.Background(), db, d, keys...)
 		},
 	}, nil
 }
@@ -471,7 +480,7 @@ func benchAdvisory(_ context.Context, db *sql.DB, d sqllock.Dialect, pooler bool
 		}, nil
 	}
 	return &benchPlan{
-		lib: lockerSide(db, d, false, newAdvisory),
+		lib: lockerSide(db, d, false, lockers.Advisory),
 		raw: side{open: func(ctx context.Context) (contender, error) { return openRawAdvisory(ctx, db, d, q) }},
 		op:  "acquire+release",
 		// The same lock ids as the Locker's, so the server does the same work.
@@ -576,7 +585,7 @@ func (c *rawAdvisory) close() {
 			st.Close()
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), lockers.CleanupTimeout)
 	defer cancel()
 	// A session that cannot show it holds nothing must not go back to the
 	// pool, where its locks would be stranded.
@@ -607,7 +616,7 @@ type advisoryTxClient struct {
 }
 
 func newAdvisoryTxClient(db *sql.DB, d sqllock.Dialect) (contender, error) {
-	l, closeFn, err := newAdvisory(db, d, true)
+	l, closeFn, err := lockers.Advisory(db, d, true)
 	if err != nil {
 		return nil, err
 	}
@@ -656,7 +665,7 @@ func rawCASStatements(d sqllock.Dialect) (read, write string) {
 // demo table, bump its count, write it back only if its version did not
 // move. The library side is optimistic.Modify, as the demo sells through it.
 func benchOptimistic(ctx context.Context, db *sql.DB, d sqllock.Dialect, pooler bool) (*benchPlan, error) {
-	if err := createStockTable(ctx, db); err != nil {
+	if err := shop.CreateTable(ctx, db); err != nil {
 		return nil, fmt.Errorf("creating the demo table: %v", err)
 	}
 	read, write := rawCASStatements(d)
@@ -664,7 +673,7 @@ func benchOptimistic(ctx context.Context, db *sql.DB, d sqllock.Dialect, pooler 
 	if pooler {
 		opts = append(opts, optimistic.WithTableTransactionPooler())
 	}
-	t, err := optimistic.NewTable(d, stockTable, "item", "version", opts...)
+	t, err := optimistic.NewTable(d, shop.Table, "item", "version", opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -683,7 +692,7 @@ func benchOptimistic(ctx context.Context, db *sql.DB, d sqllock.Dialect, pooler 
 	var items []string // prepare runs on the bench's goroutine only
 	prepare := func(ctx context.Context, key string) error {
 		items = append(items, key)
-		return insertRow(ctx, db, d, key, 0)
+		return shop.InsertRow(ctx, db, d, key, 0)
 	}
 	libRetries := new(atomic.Int64)
 	return &benchPlan{
@@ -702,10 +711,10 @@ func benchOptimistic(ctx context.Context, db *sql.DB, d sqllock.Dialect, pooler 
 		noHandoff: "optimistic writers never wait for each other; a loser re-reads and writes again",
 		close: func() {
 			closeAll()
-			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), lockers.CleanupTimeout)
 			defer cancel()
 			for _, item := range items {
-				deleteRow(ctx, db, d, item)
+				shop.DeleteRow(ctx, db, d, item)
 			}
 		},
 	}, nil
@@ -720,11 +729,11 @@ type casClient struct {
 }
 
 func (c *casClient) acquire(ctx context.Context, key string) error {
-	_, st, err := optimistic.ModifyStats(ctx, c.db, c.t, key, casPolicy, func(r *stockRow) error {
+	_, st, err := optimistic.ModifyStats(ctx, c.db, c.t, key, shop.CASPolicy, func(r *shop.Row) error {
 		r.Units++
 		return nil
 	})
-	c.retries.Add(int64(retriesOf(st)))
+	c.retries.Add(int64(shop.Retries(st)))
 	return err
 }
 
