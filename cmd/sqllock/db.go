@@ -18,6 +18,7 @@ import (
 	_ "modernc.org/sqlite"             // driver "sqlite"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/holds"
 	"github.com/sqllock/sqllock/internal/sqlutil"
 	"github.com/sqllock/sqllock/migrations"
 )
@@ -264,23 +265,7 @@ func checkMigrated(ctx context.Context, db *sql.DB, t target) error {
 }
 
 func versionTableExists(ctx context.Context, db *sql.DB, d sqllock.Dialect) (bool, error) {
-	return tableExists(ctx, db, d, migrations.VersionTable)
-}
-
-// tableExists reports whether the current schema has a table named name.
-func tableExists(ctx context.Context, db *sql.DB, d sqllock.Dialect, name string) (bool, error) {
-	var q string
-	switch d {
-	case sqllock.Postgres:
-		q = `SELECT count(*) FROM pg_tables WHERE schemaname = current_schema() AND tablename = $1`
-	case sqllock.MySQL, sqllock.MySQLCommon:
-		q = `SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?`
-	case sqllock.SQLite:
-		q = `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?`
-	}
-	var n int
-	err := db.QueryRowContext(ctx, q, name).Scan(&n)
-	return n > 0, err
+	return holds.TableExists(ctx, db, d, migrations.VersionTable)
 }
 
 // withDB resolves and opens the database of df for a command. Its errors,
