@@ -2,6 +2,7 @@ package sqllock_test
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -41,5 +42,40 @@ func TestDocsCode(t *testing.T) {
 			}
 			t.Logf("%s rewritten from the code", page)
 		}
+	}
+}
+
+// TestEveryPackageHasAnExample: each package an application imports has
+// a runnable Example in its go doc.
+func TestEveryPackageHasAnExample(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{.Dir}}", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		path, dir, _ := strings.Cut(line, " ")
+		if strings.Contains(path, "/internal/") || strings.Contains(path, "/cmd/") || strings.Contains(path, "/examples/") {
+			continue
+		}
+		n++
+		files, _ := filepath.Glob(filepath.Join(dir, "*_test.go"))
+		found := false
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(b), "\nfunc Example") {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("%s has no Example", path)
+		}
+	}
+	if n < 10 {
+		t.Fatalf("go list found %d library packages, want the module's", n)
 	}
 }
