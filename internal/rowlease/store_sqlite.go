@@ -17,10 +17,6 @@ import (
 
 func init() { register(sqllock.SQLite, newSQLite) }
 
-// sqliteNow is SQLite's clock in microseconds since the epoch, the unit of
-// the table's timestamps.
-const sqliteNow = `CAST(unixepoch('subsec') * 1000000 AS INTEGER)`
-
 // sqliteStore serves SQLite: no sequence, so a take bumps the fence row in
 // the transaction that takes the key; one writer at a time, so pollers
 // read before they write.
@@ -36,81 +32,40 @@ type sqliteStore struct {
 	bumps atomic.Int32
 }
 
+// newSQLite reads its statements from sql/sqlite. They name the table and
+// its triggers; the triggers are named after the table's expires_at index
+// (sqliteTriggerNames), and quoted where they are names, bare where
+// strings.
 func newSQLite(n names, _ Config) store {
-	t := n.table
-	const now = sqliteNow
-	s := &sqliteStore{}
-	// Runs inside a transaction: SQLite has one writer at a time, so the
-	// read of the fence row and its bump cannot interleave with another.
-	s.q.take = `INSERT INTO ` + t + ` AS t (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
-VALUES (?1, ?2, ?3, 1, (SELECT value + 1 FROM sqllock_fence WHERE id = 1), ` + now + `, ` + now + ` + ?4)
-ON CONFLICT (lock_key) DO UPDATE SET
-	token       = CASE WHEN t.expires_at > ` + now + ` THEN t.token ELSE MAX(excluded.token, t.token + 1) END,
-	hold_count  = CASE WHEN t.expires_at > ` + now + ` THEN t.hold_count + 1 ELSE 1 END,
-	acquired_at = CASE WHEN t.expires_at > ` + now + ` THEN t.acquired_at ELSE excluded.acquired_at END,
-	expires_at  = MAX(t.expires_at, excluded.expires_at),
-	owner       = excluded.owner,
-	host        = excluded.host
-WHERE t.expires_at <= ` + now + ` OR t.owner = excluded.owner
-RETURNING token, hold_count`
-	s.q.peek = `SELECT owner, token, hold_count, host, expires_at - ` + now + ` FROM ` + t + ` WHERE lock_key = ?1`
-	s.q.fence = `UPDATE sqllock_fence SET value = MAX(value, ?1) WHERE id = 1`
-	s.q.renew = `UPDATE ` + t + ` SET expires_at = MAX(expires_at, ` + now + ` + ?4)
-WHERE lock_key = ?1 AND owner = ?2 AND token = ?3 AND expires_at > ` + now
-	s.q.release = `UPDATE ` + t + ` SET hold_count = hold_count - 1,
-	owner      = CASE WHEN hold_count > 1 THEN owner ELSE '' END,
-	expires_at = CASE WHEN hold_count > 1 THEN expires_at ELSE acquired_at + ?4 END
-WHERE lock_key = ?1 AND owner = ?2 AND token = ?3 AND expires_at > ` + now
-	s.q.releaseOwner = `UPDATE ` + t + ` SET hold_count = hold_count - 1,
-	owner      = CASE WHEN hold_count > 1 THEN owner ELSE '' END,
-	expires_at = CASE WHEN hold_count > 1 THEN expires_at ELSE acquired_at END
-WHERE lock_key = ?1 AND owner = ?2 AND expires_at > ` + now
-	s.q.forceRelease = `UPDATE ` + t + ` SET hold_count = 0, owner = '', expires_at = acquired_at
-WHERE lock_key = ?1 AND token = ?2 AND expires_at > ` + now
-	s.q.reap = `DELETE FROM ` + t + ` WHERE lock_key IN (
-	SELECT lock_key FROM ` + t + ` WHERE expires_at < ` + now + ` - ?1 LIMIT ?2)`
-	// No FOR UPDATE: the INSERT takes SQLite's one write lock.
-	s.q.audit = `INSERT INTO ` + AuditTable + ` (at, action, lock_table, lock_key, token, owner, host, hold_count, operator, reason)
-SELECT ` + now + `, '` + ActionForceRelease + `', ?3, lock_key, token, owner, host, hold_count, ?4, ?5
-FROM ` + t + ` WHERE lock_key = ?1 AND token = ?2 AND expires_at > ` + now
-	s.holder = `SELECT token, owner, host FROM ` + t + ` WHERE lock_key = ?1 AND expires_at > ` + now
-	s.live = `SELECT lock_key FROM ` + t + ` WHERE expires_at > ` + now + ` AND lock_key IN (`
-	s.param = func(i int) string { return "?" + strconv.Itoa(i) }
-	s.list = `SELECT lock_key, owner, host, hold_count, token, acquired_at, expires_at,
-	` + now + ` - acquired_at
-FROM ` + t + ` WHERE expires_at > ` + now + ` ORDER BY lock_key`
-	// Timestamps are microseconds since the Unix epoch.
-	s.ddl = `CREATE TABLE ` + t + ` (
-    lock_key    TEXT    NOT NULL PRIMARY KEY,
-    owner       TEXT    NOT NULL,
-    host        TEXT    NOT NULL,
-    hold_count  INTEGER NOT NULL,
-    token       INTEGER NOT NULL,
-    acquired_at INTEGER NOT NULL,
-    expires_at  INTEGER NOT NULL
-);`
-	// No index on expires_at (migration 00018 dropped it): every take and
-	// release moves the expiry, and keeping an index of it wrote two pages
-	// more per acquire and release, a third of their cost. Only the reaper
-	// and List look rows up by expiry; they read the table through.
 	in, up := sqliteTriggerNames(n.index)
-	if !strings.Contains(t, ".") {
+	f := statementFiles{dirs: []string{"sqlite"}, names: strings.NewReplacer(
+		"`sqllock_locks`", n.table,
+		"`sqllock_locks_token_in`", in, "`sqllock_locks_token_up`", up,
+		"'sqllock_locks_token_in'", "'"+strings.Trim(in, "`")+"'",
+		"'sqllock_locks_token_up'", "'"+strings.Trim(up, "`")+"'",
+	)}
+	s := &sqliteStore{}
+	s.q.take = f.text("take")
+	s.q.peek = f.text("peek")
+	s.q.fence = f.text("fence")
+	s.q.renew = f.text("renew")
+	s.q.release = f.text("release")
+	s.q.releaseOwner = f.text("release_owner")
+	s.q.forceRelease = f.text("force_release")
+	s.q.reap = f.text("reap")
+	s.q.audit = f.text("audit")
+	s.holder = f.text("holder")
+	s.live = f.text("live")
+	s.param = func(i int) string { return "?" + strconv.Itoa(i) }
+	s.list = f.text("list")
+	s.ddl = f.text("ddl")
+	if !strings.Contains(n.table, ".") {
 		// A table in another schema (an attached database) has no
 		// triggers: its takes bump the fence row themselves.
-		s.ddl += "\n" + sqliteTriggers(t, in, up)
+		s.ddl += "\n" + f.text("ddl_triggers")
 	}
-	s.q.triggers = `SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name IN ('` + strings.Trim(in, "`") + `', '` + strings.Trim(up, "`") + `')`
+	s.q.triggers = f.text("triggers")
 	return s
-}
-
-// sqliteTriggers is the DDL of a lock table's two triggers, in and up,
-// which bump the fence row to every new token the table's rows take, in
-// the statement that takes it. Migration 00018 gives sqllock_locks and
-// sqllock_jobs the same.
-func sqliteTriggers(t, in, up string) string {
-	bump := ` BEGIN UPDATE sqllock_fence SET value = MAX(value, NEW.token) WHERE id = 1; END;`
-	return `CREATE TRIGGER ` + in + ` AFTER INSERT ON ` + t + bump + `
-CREATE TRIGGER ` + up + ` AFTER UPDATE OF token ON ` + t + ` WHEN NEW.token > OLD.token` + bump
 }
 
 // sqliteTriggerNames names a table's triggers after the name of its
