@@ -5,7 +5,6 @@ import (
 	"strconv"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/sqlutil"
 )
 
 func init() { register(sqllock.Postgres, postgresStore{}) }
@@ -17,13 +16,13 @@ type postgresStore struct{}
 const (
 	// CASE draws the token only when the lock was granted: the token is
 	// drawn by the session that holds the lock, while it holds it.
-	pgTry       = "SELECT CASE WHEN pg_try_advisory_lock($1) THEN " + sqlutil.PostgresToken + " END"
-	pgTryShared = "SELECT CASE WHEN pg_try_advisory_lock_shared($1) THEN " + sqlutil.PostgresToken + " END"
+	pgTry       = "SELECT CASE WHEN pg_try_advisory_lock($1) THEN sqllock_next_token() END"
+	pgTryShared = "SELECT CASE WHEN pg_try_advisory_lock_shared($1) THEN sqllock_next_token() END"
 
 	// OFFSET 0 keeps the planner from flattening the subquery, so the lock
 	// is granted before the token is drawn.
-	pgBlock       = "SELECT " + sqlutil.PostgresToken + " FROM (SELECT pg_advisory_lock($1) OFFSET 0) AS granted"
-	pgBlockShared = "SELECT " + sqlutil.PostgresToken + " FROM (SELECT pg_advisory_lock_shared($1) OFFSET 0) AS granted"
+	pgBlock       = "SELECT sqllock_next_token() FROM (SELECT pg_advisory_lock($1) OFFSET 0) AS granted"
+	pgBlockShared = "SELECT sqllock_next_token() FROM (SELECT pg_advisory_lock_shared($1) OFFSET 0) AS granted"
 
 	pgUnlock       = "SELECT pg_advisory_unlock($1)"
 	pgUnlockShared = "SELECT pg_advisory_unlock_shared($1)"
@@ -32,8 +31,8 @@ const (
 
 	// OFFSET 0 keeps the planner from flattening the subquery, so the lock
 	// is granted before the token is drawn.
-	pgTxLock = "SELECT " + sqlutil.PostgresToken + " FROM (SELECT pg_advisory_xact_lock($1) OFFSET 0) AS granted"
-	pgTxTry  = "SELECT CASE WHEN pg_try_advisory_xact_lock($1) THEN " + sqlutil.PostgresToken + " END"
+	pgTxLock = "SELECT sqllock_next_token() FROM (SELECT pg_advisory_xact_lock($1) OFFSET 0) AS granted"
+	pgTxTry  = "SELECT CASE WHEN pg_try_advisory_xact_lock($1) THEN sqllock_next_token() END"
 )
 
 func (postgresStore) lockID(namespace, key string) lockID {

@@ -1,9 +1,6 @@
 package optimistic
 
-import (
-	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/sqlutil"
-)
+import "github.com/sqllock/sqllock"
 
 func init() {
 	register(sqllock.Postgres, postgresStore{syntax{dialect: sqllock.Postgres, mark: "$", numbered: true}})
@@ -17,8 +14,8 @@ type postgresStore struct{ syntax }
 // statement drew from the sequence earlier and committed later.
 func (postgresStore) versions(t string) versionStore {
 	return versionSQL{
-		stampQuery: `INSERT INTO ` + t + ` AS t (lock_key, version) VALUES ($1, ` + sqlutil.PostgresToken + `)
-ON CONFLICT (lock_key) DO UPDATE SET version = ` + sqlutil.PostgresToken + ` RETURNING t.version`,
+		stampQuery: `INSERT INTO ` + t + ` AS t (lock_key, version) VALUES ($1, sqllock_next_token())
+ON CONFLICT (lock_key) DO UPDATE SET version = sqllock_next_token() RETURNING t.version`,
 		releaseQuery: `UPDATE ` + t + ` SET version = -version WHERE lock_key = $1 AND version = $2`,
 		readQuery:    `SELECT version FROM ` + t + ` WHERE lock_key = $1`,
 	}
