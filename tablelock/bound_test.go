@@ -172,9 +172,10 @@ func TestFairGrantToKilledLapses(t *testing.T) {
 }
 
 // TestGoneHeadOfQueue (F4): in the default order, Lockers gone with their
-// ids at the head of the queue (closed while waiting: Close leaves the id,
-// as a crash does) cost the live waiter queued fourth at most the bound:
-// the release calls the first, and copies reach only the two after it.
+// ids at the head of the queue (closed while waiting, their ids put back
+// as a crash leaves them) cost the live waiter queued fourth at most the
+// bound: the release calls the first, and copies reach only the two after
+// it.
 func TestGoneHeadOfQueue(t *testing.T) {
 	db := testdb.Open(t, sqllock.Postgres)
 	table := privateTable(t, db)
@@ -202,12 +203,14 @@ func TestGoneHeadOfQueue(t *testing.T) {
 	waiter := newLocker(t, testdb.Fresh(t, sqllock.Postgres, 0), opts...)
 	got := acquireAndRelease(ctx, waiter, key)
 	waitQueued(t, db, table, key, gone+1)
+	q := queueOf(t, db, table, key)
 	for _, l := range ls {
 		l.Close()
 		if err := <-quit; !errors.Is(err, sqllock.ErrClosed) {
 			t.Fatalf("Acquire on a closed Locker: %v", err)
 		}
 	}
+	restoreQueue(t, db, table, key, q, 1)
 	released := time.Now()
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)

@@ -425,11 +425,14 @@ func TestReleaseCallsOneWaiter(t *testing.T) {
 		got := make(chan outcome, 1)
 		wait(waiter(), key, got)
 		waitQueued(t, db, table, key, 2)
+		q := queueOf(t, db, table, key)
 		ln.hear(t, first)
 		qcancel()
 		if err := <-quit; !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled Acquire: %v", err)
 		}
+		// Its entry is called before it leaves the row.
+		restoreQueue(t, db, table, key, q, 1)
 		if err := held.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -489,24 +492,28 @@ func TestReleaseCallsOneWaiter(t *testing.T) {
 	})
 
 	// goneQueued queues n Lockers in turn, and closes them at end: Close
-	// ends each Acquire and listening session, and leaves the Locker
-	// queued in the row, as a crash would.
+	// ends each Acquire and listening session; the test then puts the
+	// Lockers back in the row, as a crash would leave them.
 	goneQueued := func(t *testing.T, n int) (start func(key string), end func()) {
 		var ls []*tablelock.Locker
 		quit := make(chan outcome, n)
-		return func(key string) {
+		var key string
+		return func(k string) {
+				key = k
 				for i := range n {
 					ls = append(ls, waiter())
 					wait(ls[i], key, quit)
 					waitQueued(t, db, table, key, i+1)
 				}
 			}, func() {
+				q := queueOf(t, db, table, key)
 				for _, l := range ls {
 					l.Close()
 					if o := <-quit; !errors.Is(o.err, sqllock.ErrClosed) {
 						t.Fatalf("Acquire on a closed Locker: %v", o.err)
 					}
 				}
+				restoreQueue(t, db, table, key, q, 1)
 			}
 	}
 

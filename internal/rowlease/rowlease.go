@@ -78,10 +78,21 @@ type Table struct {
 	bg     sync.WaitGroup // detached takes and their give-backs
 	work   *workers       // where detached takes run
 	live   map[int]string // Live's statement, by number of keys
-	// turns: in fair order, the last detached statement (a take, a
-	// leave) of each key, closed when it ends: the next waits for it
-	// (serial).
+	// turns: the last detached statement that queues or leaves (a take
+	// of a claimant that listens, a leave) of each key, closed when it
+	// ends: the next waits for it (serial).
 	turns map[string]chan struct{}
+	// calls: in the default order, the keys whose row may queue the
+	// Table's own entry (a claimant that listens was refused, or its take
+	// is in flight), for LeaveCalls and Close.
+	calls map[string]*called
+}
+
+// called is where the Table's own entry stands in one key's row.
+type called struct {
+	inflight int  // takes in flight that may queue it
+	takes    int  // takes begun, ever: a leave forgets the key only if none began beside it
+	queued   bool // a take may have queued it, and no leave ran since
 }
 
 // errClosed: a detached take was asked of a closed Table.
@@ -150,16 +161,47 @@ func CreateTable(ctx context.Context, db *sql.DB, d sqllock.Dialect, table strin
 	return nil
 }
 
-// Close waits for the give-backs of detached takes and closes the prepared
-// statements; statements asked for later are prepared for one use. It
-// never closes the *sql.DB, and is idempotent.
+// Close waits for the give-backs of detached takes and the leaves, takes
+// the Table's own entry out of the rows that may still queue it (default
+// order: LeaveCalls) and closes the prepared statements; statements asked
+// for later are prepared for one use. It never closes the *sql.DB, and is
+// idempotent.
 func (t *Table) Close() error {
 	t.mu.Lock()
 	t.closed = true
 	t.mu.Unlock()
 	t.bg.Wait() // each bounded by lease.ReleaseTimeout
 	t.work.stop()
+	t.leaveAll()
 	return t.h.stmts.Close()
+}
+
+// leaveAll takes the Table's own entry out of every row that may still
+// queue it (default order), one statement a key, within one
+// lease.ReleaseTimeout: a closed Table calls nobody, and a release that
+// called it would keep the key from the waiters queued after it for a
+// grace. No take runs any more.
+func (t *Table) leaveAll() {
+	t.mu.Lock()
+	var keys []string
+	for k, c := range t.calls {
+		if c.queued {
+			keys = append(keys, k)
+		}
+	}
+	t.calls = nil
+	t.mu.Unlock()
+	if len(keys) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), lease.ReleaseTimeout)
+	defer cancel()
+	q := t.st.(queuer) // only a queuer's takes queue the entry
+	for _, k := range keys {
+		if _, err := q.leave(ctx, t.h, k, t.callEntry()); err != nil && ctx.Err() != nil {
+			return // those left are called once more, each costing its next waiter a grace
+		}
+	}
 }
 
 // Claim is one request for a key.
@@ -225,7 +267,14 @@ func (t *Table) Take(ctx context.Context, c Claim) (Attempt, error) {
 			c.caller = c.Entry.Caller
 		}
 	}
+	calls := t.queuesCalls(c)
+	if calls {
+		t.takingCall(c.Key)
+	}
 	a, err := t.st.take(ctx, t.h, c)
+	if calls {
+		t.tookCall(c.Key, err == nil && a.Won)
+	}
 	if err != nil {
 		return Attempt{Remaining: -1}, err
 	}
@@ -262,7 +311,7 @@ func (t *Table) TakeDetached(ctx context.Context, c Claim) (Attempt, error) {
 	t.bg.Add(1)
 	t.mu.Unlock()
 	var mine chan struct{}
-	if c.Entry != (Entry{}) {
+	if c.Entry != (Entry{}) || t.queuesCalls(c) {
 		var err error
 		if mine, err = t.waitTurn(ctx, c.Key); err != nil {
 			t.bg.Done()
@@ -303,14 +352,15 @@ func (t *Table) TakeDetached(ctx context.Context, c Claim) (Attempt, error) {
 	}
 }
 
-// serial makes the fair statements of one key in a Table run one at a
-// time: a take cut off while it waited for the row lock commits its
-// refusal, which queues its entry, after its caller has gone, and a leave
-// of the entry beside it would find nothing to take out. One at a time,
-// the leave comes after the take; and the statements of Acquires cut off
-// one after another do not pile up, a session each, on the row lock.
+// serial makes the statements of one key in a Table that queue an entry
+// or leave the queue run one at a time: a take cut off while it waited for
+// the row lock commits its refusal, which queues its entry, after its
+// caller has gone, and a leave of the entry beside it would find nothing
+// to take out. One at a time, the leave comes after the take; and the
+// statements of Acquires cut off one after another do not pile up, a
+// session each, on the row lock.
 //
-// waitTurn waits, within ctx, until no fair statement of key runs, and
+// waitTurn waits, within ctx, until no such statement of key runs, and
 // takes the turn: the caller ends it with endTurn.
 func (t *Table) waitTurn(ctx context.Context, key string) (chan struct{}, error) {
 	for {
@@ -334,7 +384,7 @@ func (t *Table) waitTurn(ctx context.Context, key string) (chan struct{}, error)
 	}
 }
 
-// queueTurn takes the turn after the fair statements of key queued now,
+// queueTurn takes the turn after the statements of key queued now,
 // without waiting: the caller waits for prev (nil: none) before it runs,
 // and ends its turn with endTurn.
 func (t *Table) queueTurn(key string) (prev, mine chan struct{}) {
@@ -432,6 +482,112 @@ func (t *Table) LeaveQueue(key string, g *Grant, above int64) {
 		ctx, cancel := context.WithTimeout(context.Background(), lease.ReleaseTimeout)
 		defer cancel()
 		if left, err := t.Leave(ctx, key, g, above); left && err == nil && t.cfg.Freed != nil {
+			t.cfg.Freed(key)
+		}
+	})
+}
+
+// queuesCalls reports whether a take of c may queue the Table's own entry:
+// the default order where the store queues, for a claimant that listens
+// (fair order queues each waiter's entry instead: Leave).
+func (t *Table) queuesCalls(c Claim) bool { return c.Listening && t.callsQueue() }
+
+// callsQueue reports whether the Table's rows queue the Lockers they call.
+func (t *Table) callsQueue() bool {
+	_, ok := t.st.(queuer)
+	return ok && t.cfg.Notify && !t.cfg.Fair
+}
+
+// callEntry is the Table's own entry in a queue: a Locker that a release
+// calls, the Table's id with no claim window, owner or host.
+func (t *Table) callEntry() Entry { return Entry{Caller: t.id} }
+
+// takingCall records a take of key, about to run, that may queue the
+// Table's entry.
+func (t *Table) takingCall(key string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.calls == nil {
+		t.calls = make(map[string]*called)
+	}
+	c := t.calls[key]
+	if c == nil {
+		c = &called{}
+		t.calls[key] = c
+	}
+	c.inflight++
+	c.takes++
+	c.queued = true
+}
+
+// tookCall records that a take of key ended; won: it took the row, which
+// takes the Table's entry out of the queue, so unless another take is in
+// flight (it may queue it again) the row no longer queues it.
+func (t *Table) tookCall(key string, won bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := t.calls[key]
+	if c == nil {
+		return // Close forgot it
+	}
+	c.inflight--
+	if won && c.inflight == 0 {
+		delete(t.calls, key)
+	}
+}
+
+// LeaveCalls takes the Table's own entry out of key's queue in the
+// default order (fair order: LeaveQueue): the last waiter of this process
+// for key gave up, and a release that called the Table would keep the key
+// from the waiters queued after it for a grace. It runs in the background
+// after the statements of key in flight (waitTurn), a take of the
+// waiter's own included, and only where a take may have queued the entry
+// and waiting reports false then: a waiter that came meanwhile keeps the
+// entry, and one that comes later takes its turn after this leave. A
+// leave that took the entry out calls Config.Freed with key (a waiter
+// whose take did not wait for the turn may have found the entry queued
+// already). Close waits for it, and takes out the entries still queued.
+func (t *Table) LeaveCalls(key string, waiting func() bool) {
+	if !t.callsQueue() {
+		return
+	}
+	t.mu.Lock()
+	if t.closed || t.calls[key] == nil {
+		t.mu.Unlock()
+		return
+	}
+	t.bg.Add(1)
+	t.mu.Unlock()
+	prev, mine := t.queueTurn(key)
+	t.work.run(func() {
+		defer t.bg.Done()
+		defer t.endTurn(key, mine)
+		if prev != nil {
+			<-prev // each bounded by lease.ReleaseTimeout
+		}
+		if waiting() {
+			return
+		}
+		t.mu.Lock()
+		c := t.calls[key]
+		if c == nil || !c.queued {
+			t.mu.Unlock()
+			return
+		}
+		takes := c.takes
+		t.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), lease.ReleaseTimeout)
+		defer cancel()
+		n, err := t.st.(queuer).leave(ctx, t.h, key, t.callEntry())
+		if err != nil {
+			return // Close tries again
+		}
+		t.mu.Lock()
+		if c := t.calls[key]; c != nil && c.inflight == 0 && c.takes == takes {
+			delete(t.calls, key)
+		}
+		t.mu.Unlock()
+		if n > 0 && t.cfg.Freed != nil {
 			t.cfg.Freed(key)
 		}
 	})

@@ -242,6 +242,13 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ *Lease, 
 			return r, err
 		},
 	})
+	if err != nil && listening && g == nil {
+		// The last waiter of this Locker for key takes the Locker's entry
+		// out of the row: a release that called it would keep the key
+		// from the waiters queued after it for a grace. Close takes out
+		// those still queued.
+		l.tbl.LeaveCalls(key, func() bool { return l.waiters.Waiting(key) })
+	}
 	switch {
 	case err == nil:
 		return won, nil
