@@ -94,7 +94,12 @@
 //     that Locker's own, so no wake-up is lost and the other waiting
 //     Lockers sleep on: waking all of them sent them to the row together,
 //     where all but one were refused in a queue on its row lock. A called
-//     Locker that no longer waits announces the key to all at once. The
+//     Locker that no longer waits announces the key to all at once. A
+//     Locker none of whose Acquires waits for a key any more (they gave
+//     up, or won) leaves no entry behind: the last to give up takes it out
+//     of the row, one statement in the background after its own take in
+//     flight, and [Locker.Close] takes out those still queued; only a
+//     crashed Locker leaves its entry to be called. The
 //     two Lockers queued next hear a copy of the call, and look by
 //     themselves 50ms after the last copy they heard for the key: so one
 //     that is gone (crashed, closed) is passed over, and the next too if
