@@ -37,7 +37,7 @@ const racerTTL = 800 * time.Millisecond
 // tokens of the writes the fence accepts strictly increase in the order
 // they commit, and a paused holder's write after its resume is refused.
 func TestCommonPathTokensUnderKills(t *testing.T) {
-	db := testdb.Open(t, sqllock.MySQLCommon)
+	db := testdb.Open(t, sqllock.MySQL)
 	key := locktest.Key(t)
 	logTable := fmt.Sprintf("racer_log_%d", time.Now().UnixNano())
 	if _, err := db.Exec("CREATE TABLE " + logTable + " (seq bigint NOT NULL AUTO_INCREMENT PRIMARY KEY, token bigint NOT NULL, pid int NOT NULL) ENGINE=InnoDB"); err != nil {
@@ -163,13 +163,13 @@ func TestCommonKillChild(t *testing.T) {
 		t.Skip("run by TestCommonPathTokensUnderKills")
 	}
 	logTable := os.Getenv(envRacerLog)
-	db := testdb.Open(t, sqllock.MySQLCommon)
-	l, err := tablelock.New(db.DB, sqllock.MySQLCommon, tablelock.WithTTL(racerTTL))
+	db := testdb.Open(t, sqllock.MySQL)
+	l, err := tablelock.New(db.DB, sqllock.MySQL, tablelock.WithTTL(racerTTL))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	f, err := fence.New(sqllock.MySQLCommon)
+	f, err := fence.New(sqllock.MySQL)
 	if err != nil {
 		t.Fatal(err)
 	}

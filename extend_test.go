@@ -121,10 +121,10 @@ var extendKinds = []extendKind{
 func leftByToken(t testing.TB, db *testdb.DB, table string, token int64) time.Duration {
 	t.Helper()
 	q := map[sqllock.Dialect]string{
-		sqllock.Postgres:    "SELECT (extract(epoch FROM expires_at - now()) * 1000000)::bigint FROM " + table + " WHERE token = $1",
-		sqllock.MySQL:       "SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) FROM " + table + " WHERE token = ?",
-		sqllock.MySQLCommon: "SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) FROM " + table + " WHERE token = ?",
-		sqllock.SQLite:      "SELECT expires_at - CAST(unixepoch('subsec') * 1000000 AS INTEGER) FROM " + table + " WHERE token = ?",
+		sqllock.Postgres: "SELECT (extract(epoch FROM expires_at - now()) * 1000000)::bigint FROM " + table + " WHERE token = $1",
+		sqllock.MariaDB:  "SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) FROM " + table + " WHERE token = ?",
+		sqllock.MySQL:    "SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) FROM " + table + " WHERE token = ?",
+		sqllock.SQLite:   "SELECT expires_at - CAST(unixepoch('subsec') * 1000000 AS INTEGER) FROM " + table + " WHERE token = ?",
 	}[db.Dialect]
 	var us int64
 	if err := db.QueryRowContext(context.Background(), q, token).Scan(&us); err != nil {

@@ -36,11 +36,11 @@ func galeraNode(t *testing.T) *testdb.DB {
 	t.Cleanup(func() { db.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	// MySQL, not MySQLCommon: the migrations pick what the node runs.
-	if err := migrations.Up(ctx, db, sqllock.MySQL); err != nil {
+	// MariaDB, not MySQL: the migrations pick what the node runs.
+	if err := migrations.Up(ctx, db, sqllock.MariaDB); err != nil {
 		t.Fatal(err)
 	}
-	return &testdb.DB{DB: db, Dialect: sqllock.MySQLCommon, Driver: "mysql", DSN: dsns[0]}
+	return &testdb.DB{DB: db, Dialect: sqllock.MySQL, Driver: "mysql", DSN: dsns[0]}
 }
 
 // A multi-writer cluster without the single-writer declaration: every
@@ -56,10 +56,10 @@ func TestGaleraRefusesMultiWriter(t *testing.T) {
 	if !srv.MultiWriter() {
 		t.Fatalf("DetectServer = %+v; want a multi-writer Galera node", srv)
 	}
-	if d, err := sqllock.ServerDialect(ctx, db.DB, sqllock.MySQL); err != nil || d != sqllock.MySQLCommon {
-		t.Fatalf("ServerDialect on Galera = %v, %v; want MySQLCommon", d, err)
+	if d, err := sqllock.ServerDialect(ctx, db.DB, sqllock.MariaDB); err != nil || d != sqllock.MySQL {
+		t.Fatalf("ServerDialect on Galera = %v, %v; want MySQL", d, err)
 	}
-	d := sqllock.MySQLCommon
+	d := sqllock.MySQL
 	key := locktest.Key(t)
 	tl, _ := tablelock.New(db.DB, d)
 	defer tl.Close()
@@ -91,10 +91,10 @@ func TestGaleraRefusesMultiWriter(t *testing.T) {
 	}
 	// The MariaDB path needs sequences, which Galera lacks.
 	sqllock.DeclareSingleWriter(db.DB)
-	ml, _ := tablelock.New(db.DB, sqllock.MySQL)
+	ml, _ := tablelock.New(db.DB, sqllock.MariaDB)
 	defer ml.Close()
-	if _, err := ml.TryAcquire(ctx, key); !errors.Is(err, sqllock.ErrUnsupported) || !strings.Contains(err.Error(), "MySQLCommon") {
-		t.Errorf("the MySQL dialect on Galera = %v; want ErrUnsupported pointing to MySQLCommon", err)
+	if _, err := ml.TryAcquire(ctx, key); !errors.Is(err, sqllock.ErrUnsupported) || !strings.Contains(err.Error(), "use sqllock.MySQL ") {
+		t.Errorf("the MariaDB dialect on Galera = %v; want ErrUnsupported pointing to sqllock.MySQL", err)
 	}
 }
 
@@ -103,7 +103,7 @@ func TestGaleraRefusesMultiWriter(t *testing.T) {
 func TestGaleraSingleWriter(t *testing.T) {
 	db := galeraNode(t)
 	sqllock.DeclareSingleWriter(db.DB)
-	d := sqllock.MySQLCommon
+	d := sqllock.MySQL
 	t.Run("tablelock", func(t *testing.T) {
 		locktest.Run(t, locktest.Target{
 			DB: db,

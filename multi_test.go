@@ -91,7 +91,7 @@ type multiTarget struct {
 	new      func(t testing.TB, db *testdb.DB) sqllock.Locker
 }
 
-var servers = []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL}
+var servers = []sqllock.Dialect{sqllock.Postgres, sqllock.MariaDB}
 
 var multiTargets = []multiTarget{
 	{"tablelock", testdb.Dialects, func(t testing.TB, db *testdb.DB) sqllock.Locker { return newTableLocker(t, db) }},

@@ -82,7 +82,7 @@ func TestNetworkFaults(t *testing.T) {
 			return l
 		}, true},
 	}
-	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL} {
+	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MariaDB} {
 		for _, st := range strategies {
 			for _, tx := range toxics {
 				for _, ph := range []phase{duringAcquire, duringHold, duringRelease} {

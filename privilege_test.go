@@ -24,18 +24,18 @@ import (
 // migrated database but holds none of the application role's grants.
 // .ci/step-roles sets them, and runs the tests as the application role.
 var envBare = map[sqllock.Dialect]string{
-	sqllock.Postgres:    "SQLLOCK_BARE_POSTGRES_DSN",
-	sqllock.MySQL:       "SQLLOCK_BARE_MYSQL_DSN",
-	sqllock.MySQLCommon: "SQLLOCK_BARE_MYSQL_DSN",
+	sqllock.Postgres: "SQLLOCK_BARE_POSTGRES_DSN",
+	sqllock.MariaDB:  "SQLLOCK_BARE_MYSQL_DSN",
+	sqllock.MySQL:    "SQLLOCK_BARE_MYSQL_DSN",
 }
 
 // envLocks names, per dialect, a DSN of a role with tablelock's grants
 // alone (its table, the token source, the version table): what the
 // newer features need beyond them shows as the table the server names.
 var envLocks = map[sqllock.Dialect]string{
-	sqllock.Postgres:    "SQLLOCK_LOCKS_POSTGRES_DSN",
-	sqllock.MySQL:       "SQLLOCK_LOCKS_MYSQL_DSN",
-	sqllock.MySQLCommon: "SQLLOCK_LOCKS_MYSQL_DSN",
+	sqllock.Postgres: "SQLLOCK_LOCKS_POSTGRES_DSN",
+	sqllock.MariaDB:  "SQLLOCK_LOCKS_MYSQL_DSN",
+	sqllock.MySQL:    "SQLLOCK_LOCKS_MYSQL_DSN",
 }
 
 // TestLeastPrivilege, run as the application role of docs/operations.md's "Roles
@@ -47,7 +47,7 @@ var envLocks = map[sqllock.Dialect]string{
 // server's permission error, and writes nothing; a role with tablelock's
 // grants alone is refused the newer features, the error naming the table
 // it lacks, and leaves nothing held. On the MySQL path
-// (SQLLOCK_MYSQL_COMMON=1) the subtest is mysql8.
+// (SQLLOCK_MYSQL_COMMON=1) the subtest is mysql, on MariaDB's own mariadb.
 func TestLeastPrivilege(t *testing.T) {
 	for _, d := range []sqllock.Dialect{sqllock.Postgres, testdb.MySQL()} {
 		t.Run(d.String(), func(t *testing.T) {
@@ -105,9 +105,9 @@ func TestLeastPrivilege(t *testing.T) {
 			}
 
 			draws := map[sqllock.Dialect][]string{
-				sqllock.Postgres:    {`SELECT sqllock_next_token()`, `SELECT nextval('sqllock_fence_seq')`},
-				sqllock.MySQL:       {`SELECT NEXTVAL(sqllock_fence_seq)`},
-				sqllock.MySQLCommon: {`SELECT sqllock_next_token()`},
+				sqllock.Postgres: {`SELECT sqllock_next_token()`, `SELECT nextval('sqllock_fence_seq')`},
+				sqllock.MariaDB:  {`SELECT NEXTVAL(sqllock_fence_seq)`},
+				sqllock.MySQL:    {`SELECT sqllock_next_token()`},
 			}[d]
 			for _, q := range draws {
 				var tok int64
@@ -354,7 +354,7 @@ func checkUnprivileged(t *testing.T, db *testdb.DB) {
 		if super || signal || create {
 			t.Fatalf("the application role has superuser %v, pg_signal_backend %v, CREATE on its schema %v: want none", super, signal, create)
 		}
-	case sqllock.MySQL:
+	case sqllock.MariaDB:
 		rows, err := db.QueryContext(ctx, `SHOW GRANTS FOR CURRENT_USER()`)
 		if err != nil {
 			t.Fatal(err)

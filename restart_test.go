@@ -35,7 +35,7 @@ func TestDatabaseRestart(t *testing.T) {
 	if cmdline == "" {
 		t.Skipf("%s is not set: database restarts run in their own CI step", envRestart)
 	}
-	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL} {
+	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MariaDB} {
 		t.Run(d.String(), func(t *testing.T) {
 			db := testdb.Open(t, d)
 			ctx := context.Background()

@@ -33,13 +33,13 @@ type Server struct {
 // are each node's own.
 func (s Server) MultiWriter() bool { return s.Galera && s.ClusterSize > 1 }
 
-// Dialect is the path sqllock takes on this server: MySQL on MariaDB,
-// MySQLCommon on MySQL and on Galera.
+// Dialect is the path sqllock takes on this server: MariaDB on MariaDB,
+// MySQL on MySQL and on Galera.
 func (s Server) Dialect() Dialect {
 	if s.MariaDB && !s.Galera {
-		return MySQL
+		return MariaDB
 	}
-	return MySQLCommon
+	return MySQL
 }
 
 var (
@@ -99,10 +99,10 @@ func showValue(ctx context.Context, db *sql.DB, q string) (string, error) {
 }
 
 // ServerDialect returns the dialect to pass the strategies for db: d
-// itself, except that MySQL becomes MySQLCommon on a server that is not
+// itself, except that MariaDB becomes MySQL on a server that is not
 // MariaDB (MySQL 8 lacks the statements of the MariaDB path) and on a
 // Galera node (no sequences). Pass
-// MySQLCommon to take the common path on MariaDB too.
+// MySQL to take the MySQL path on MariaDB too.
 func ServerDialect(ctx context.Context, db *sql.DB, d Dialect) (Dialect, error) {
 	if !d.IsMySQL() {
 		return d, nil
@@ -111,8 +111,8 @@ func ServerDialect(ctx context.Context, db *sql.DB, d Dialect) (Dialect, error) 
 	if err != nil {
 		return 0, err
 	}
-	if d == MySQL && (!s.MariaDB || s.Galera) {
-		d = MySQLCommon
+	if d == MariaDB && (!s.MariaDB || s.Galera) {
+		d = MySQL
 	}
 	return d, nil
 }
@@ -132,7 +132,7 @@ func DeclareSingleWriter(db *sql.DB) { singleWriters.Store(db, struct{}{}) }
 // The strategies call it before their first statement on a MySQL-family
 // server; it reads the server once per handle (DetectServer).
 //
-// On MariaDB outside Galera the MySQL dialect first draws one token
+// On MariaDB outside Galera the MariaDB dialect first draws one token
 // through sqllock_next_token() per handle, before the handle's first
 // token: see catchUp.
 //
@@ -141,7 +141,7 @@ func DeclareSingleWriter(db *sql.DB) { singleWriters.Store(db, struct{}{}) }
 // node's own, so two nodes grant one key to two holders, and AUTO_INCREMENT
 // tickets of different nodes are not in one order, so tokens would go back.
 // Galera has no sequences either (CREATE SEQUENCE fails with error 1235):
-// the MySQL dialect is refused there for MySQLCommon.
+// the MariaDB dialect is refused there for MySQL.
 func CheckServer(ctx context.Context, db *sql.DB, d Dialect) error {
 	if !d.IsMySQL() {
 		return nil
@@ -153,11 +153,11 @@ func CheckServer(ctx context.Context, db *sql.DB, d Dialect) error {
 		}
 		return err
 	}
-	if s.Galera && d == MySQL {
-		return fmt.Errorf("%w: a Galera node has no sequences, which the MySQL dialect needs: use sqllock.MySQLCommon (sqllock.ServerDialect picks it)", ErrUnsupported)
+	if s.Galera && d == MariaDB {
+		return fmt.Errorf("%w: a Galera node has no sequences, which the MariaDB dialect needs: use sqllock.MySQL (sqllock.ServerDialect picks it)", ErrUnsupported)
 	}
 	switch {
-	case d == MySQLCommon:
+	case d == MySQL:
 		if err := checkTickets(ctx, db); err != nil {
 			return err
 		}

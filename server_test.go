@@ -19,7 +19,7 @@ import (
 )
 
 // The flavour is read from the server, not the driver: MariaDB keeps its
-// own path unless MySQLCommon is asked for.
+// own path unless MySQL is asked for.
 func TestDetectServerMariaDB(t *testing.T) {
 	db := testdb.Open(t, testdb.MySQL())
 	ctx := context.Background()
@@ -28,17 +28,17 @@ func TestDetectServerMariaDB(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("server %q (%q), galera %v, cluster size %d", srv.Version, srv.Comment, srv.Galera, srv.ClusterSize)
-	if !srv.MariaDB || srv.Dialect() != sqllock.MySQL || srv.MultiWriter() {
-		t.Fatalf("DetectServer = %+v on the test MariaDB; want MariaDB, dialect MySQL, one writer", srv)
+	if !srv.MariaDB || srv.Dialect() != sqllock.MariaDB || srv.MultiWriter() {
+		t.Fatalf("DetectServer = %+v on the test MariaDB; want MariaDB, dialect MariaDB, one writer", srv)
 	}
 	for in, want := range map[sqllock.Dialect]sqllock.Dialect{
-		sqllock.MySQL: sqllock.MySQL, sqllock.MySQLCommon: sqllock.MySQLCommon,
+		sqllock.MariaDB: sqllock.MariaDB, sqllock.MySQL: sqllock.MySQL,
 	} {
 		if got, err := sqllock.ServerDialect(ctx, db.DB, in); err != nil || got != want {
 			t.Errorf("ServerDialect(%v) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	if (sqllock.Server{Version: "8.4.3", Comment: "MySQL Community Server - GPL"}).Dialect() != sqllock.MySQLCommon {
+	if (sqllock.Server{Version: "8.4.3", Comment: "MySQL Community Server - GPL"}).Dialect() != sqllock.MySQL {
 		t.Error("a MySQL server does not get the MySQL path")
 	}
 }
@@ -64,9 +64,9 @@ func TestMySQL8(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("server %q (%q)", srv.Version, srv.Comment)
-	d, err := sqllock.ServerDialect(ctx, db, sqllock.MySQL)
-	if err != nil || d != sqllock.MySQLCommon || srv.MariaDB {
-		t.Fatalf("ServerDialect on %s = %v, %v; want MySQLCommon", srv.Version, d, err)
+	d, err := sqllock.ServerDialect(ctx, db, sqllock.MariaDB)
+	if err != nil || d != sqllock.MySQL || srv.MariaDB {
+		t.Fatalf("ServerDialect on %s = %v, %v; want MySQL", srv.Version, d, err)
 	}
 	if err := migrations.Up(ctx, db, d); err != nil {
 		t.Fatal(err)
@@ -95,9 +95,9 @@ func TestMySQL8(t *testing.T) {
 // A database without the migrations: the MySQL path says to run them, and
 // writes nothing.
 func TestCommonPathNeedsMigrations(t *testing.T) {
-	db := testdb.Scratch(t, sqllock.MySQLCommon)
+	db := testdb.Scratch(t, sqllock.MySQL)
 	ctx := context.Background()
-	l, err := tablelock.New(db.DB, sqllock.MySQLCommon)
+	l, err := tablelock.New(db.DB, sqllock.MySQL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,11 +119,11 @@ func TestCommonPathNeedsMigrations(t *testing.T) {
 // go back. With the grant, the same handle locks: a failure is not kept.
 func TestMariaDBPathNeedsTokenFunction(t *testing.T) {
 	ctx := context.Background()
-	db := testdb.Scratch(t, sqllock.MySQL)
+	db := testdb.Scratch(t, sqllock.MariaDB)
 	if srv, err := sqllock.DetectServer(ctx, db.DB); err != nil || !srv.MariaDB || srv.Galera {
 		t.Skipf("needs MariaDB outside Galera: %+v, %v", srv, err)
 	}
-	if err := migrations.Up(ctx, db.DB, sqllock.MySQL); err != nil {
+	if err := migrations.Up(ctx, db.DB, sqllock.MariaDB); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := mysql.ParseDSN(db.DSN)
@@ -153,7 +153,7 @@ func TestMariaDBPathNeedsTokenFunction(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer app.Close()
-	l, err := tablelock.New(app, sqllock.MySQL)
+	l, err := tablelock.New(app, sqllock.MariaDB)
 	if err != nil {
 		t.Fatal(err)
 	}

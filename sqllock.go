@@ -112,17 +112,18 @@ const (
 	// Postgres is PostgreSQL, through any database/sql driver;
 	// LISTEN/NOTIFY wake-ups need github.com/jackc/pgx/v5/stdlib.
 	Postgres Dialect = iota + 1
-	// MySQL is MariaDB through its own statements (sequences, RETURNING).
-	// On a MySQL server use MySQLCommon; ServerDialect picks for you.
-	MySQL
+	// MariaDB is MariaDB through its own statements (sequences, RETURNING).
+	// On a MySQL server or a Galera node use MySQL; ServerDialect picks
+	// for you.
+	MariaDB
 	// SQLite is SQLite, the embedded default.
 	SQLite
-	// MySQLCommon is the MySQL path: only statements that MySQL 8.0+ and
+	// MySQL is the MySQL path: only statements that MySQL 8.0+ and
 	// MariaDB 10.6+ both run (no SEQUENCE, RETURNING, SET STATEMENT,
 	// WAIT n). Fencing tokens come from an AUTO_INCREMENT ticket table,
 	// drawn after the lock is held. It serves MySQL 8.0/8.4 and, when
 	// chosen, MariaDB.
-	MySQLCommon
+	MySQL
 )
 
 // MinVersion returns the oldest server version sqllock supports for d,
@@ -133,8 +134,8 @@ const (
 //   - PostgreSQL 13: pg_current_xact_id (rowlock's loss check).
 //   - MariaDB 10.6: sequences (10.3) and INSERT ... RETURNING (10.5); 10.5
 //     has them all but is past its end of life.
-//   - MySQLCommon 8.0: FOR UPDATE NOWAIT and persistent AUTO_INCREMENT
-//     counters (8.0); on MariaDB the MySQL floor applies.
+//   - MySQL 8.0: FOR UPDATE NOWAIT and persistent AUTO_INCREMENT
+//     counters (8.0); on a MariaDB server the MariaDB floor applies.
 //   - SQLite 3.42: RETURNING (3.35) and unixepoch('subsec') (3.42), the
 //     microsecond clock of the lock table. modernc.org/sqlite bundles a
 //     newer one; this matters for other drivers.
@@ -142,50 +143,54 @@ func (d Dialect) MinVersion() string {
 	switch d {
 	case Postgres:
 		return "13"
-	case MySQL:
+	case MariaDB:
 		return "10.6"
 	case SQLite:
 		return "3.42"
-	case MySQLCommon:
+	case MySQL:
 		return "8.0"
 	}
 	return ""
 }
 
-// String returns "postgres", "mysql", "sqlite" or "mysql8".
+// String returns "postgres", "mariadb", "sqlite" or "mysql".
 func (d Dialect) String() string {
 	switch d {
 	case Postgres:
 		return "postgres"
-	case MySQL:
-		return "mysql"
+	case MariaDB:
+		return "mariadb"
 	case SQLite:
 		return "sqlite"
-	case MySQLCommon:
-		return "mysql8"
+	case MySQL:
+		return "mysql"
 	}
 	return fmt.Sprintf("Dialect(%d)", int(d))
 }
 
 // Valid reports whether d is one of the named dialects.
-func (d Dialect) Valid() bool { return d >= Postgres && d <= MySQLCommon }
+func (d Dialect) Valid() bool { return d >= Postgres && d <= MySQL }
 
-// IsMySQL reports whether d speaks to a MySQL-family server: MySQL or
-// MySQLCommon.
-func (d Dialect) IsMySQL() bool { return d == MySQL || d == MySQLCommon }
+// IsMySQL reports whether d speaks to a MySQL-family server (MySQL or
+// MariaDB): the dialect MariaDB or MySQL.
+func (d Dialect) IsMySQL() bool { return d == MariaDB || d == MySQL }
 
-// ParseDialect maps "postgres"/"postgresql"/"pgx", "mysql"/"mariadb",
-// "mysql8"/"mysql-common" and "sqlite"/"sqlite3" to a Dialect.
+// ParseDialect maps "postgres"/"postgresql"/"pgx", "mariadb",
+// "mysql"/"mysql8"/"mysql-common" and "sqlite"/"sqlite3" to a Dialect.
+// "mysql" is the MySQL path, which MariaDB runs too: both paths share one
+// token counter and one GET_LOCK name per key, so a MariaDB user whose
+// configuration says "mysql" is on a path that is correct there, only
+// slower.
 func ParseDialect(s string) (Dialect, error) {
 	switch strings.ToLower(s) {
 	case "postgres", "postgresql", "pgx":
 		return Postgres, nil
-	case "mysql", "mariadb":
-		return MySQL, nil
+	case "mariadb":
+		return MariaDB, nil
 	case "sqlite", "sqlite3":
 		return SQLite, nil
-	case "mysql8", "mysql-common":
-		return MySQLCommon, nil
+	case "mysql", "mysql8", "mysql-common":
+		return MySQL, nil
 	}
-	return 0, fmt.Errorf("sqllock: unknown dialect %q (want postgres, mysql, mysql8 or sqlite)", s)
+	return 0, fmt.Errorf("sqllock: unknown dialect %q (want postgres, mariadb, mysql or sqlite)", s)
 }

@@ -31,23 +31,41 @@ func TestValidateKey(t *testing.T) {
 	}
 }
 
+// TestParseDialect: every name ParseDialect documents maps to its dialect,
+// in any case; "mysql" is the MySQL path (the old "mysql8" and
+// "mysql-common" stay as aliases) and "mariadb" MariaDB's own; String
+// gives the canonical name back, which ParseDialect takes again. The
+// numbers stay 1 to 4, so Valid is a range check.
 func TestParseDialect(t *testing.T) {
 	for in, want := range map[string]sqllock.Dialect{
 		"postgres": sqllock.Postgres, "PostgreSQL": sqllock.Postgres, "pgx": sqllock.Postgres,
-		"mysql": sqllock.MySQL, "MariaDB": sqllock.MySQL,
+		"mariadb": sqllock.MariaDB, "MariaDB": sqllock.MariaDB,
 		"sqlite": sqllock.SQLite, "sqlite3": sqllock.SQLite,
-		"mysql8": sqllock.MySQLCommon, "MySQL-Common": sqllock.MySQLCommon,
+		"mysql": sqllock.MySQL, "MySQL": sqllock.MySQL, "mysql8": sqllock.MySQL, "MySQL-Common": sqllock.MySQL,
 	} {
 		got, err := sqllock.ParseDialect(in)
 		if err != nil || got != want {
 			t.Errorf("ParseDialect(%q) = %v, %v; want %v", in, got, err, want)
 		}
-		if back, _ := sqllock.ParseDialect(got.String()); back != got || !got.Valid() {
-			t.Errorf("%v does not round-trip through String", got)
+	}
+	for d, name := range map[sqllock.Dialect]string{
+		1: "postgres", 2: "mariadb", 3: "sqlite", 4: "mysql",
+	} {
+		if d.String() != name || !d.Valid() {
+			t.Errorf("Dialect(%d) = %q (valid %v); want %q", int(d), d.String(), d.Valid(), name)
+		}
+		if back, err := sqllock.ParseDialect(d.String()); err != nil || back != d {
+			t.Errorf("%v does not round-trip through String: %v, %v", d, back, err)
 		}
 	}
-	for _, in := range []string{"", "oracle", "postgres "} {
-		if _, err := sqllock.ParseDialect(in); err == nil || !strings.Contains(err.Error(), "postgres, mysql, mysql8 or sqlite") {
+	if sqllock.Postgres != 1 || sqllock.MariaDB != 2 || sqllock.SQLite != 3 || sqllock.MySQL != 4 {
+		t.Error("the dialects' numbers moved")
+	}
+	if !sqllock.MariaDB.IsMySQL() || !sqllock.MySQL.IsMySQL() || sqllock.Postgres.IsMySQL() || sqllock.SQLite.IsMySQL() {
+		t.Error("IsMySQL does not name exactly the two MySQL-family dialects")
+	}
+	for _, in := range []string{"", "oracle", "postgres ", "mysql 8"} {
+		if _, err := sqllock.ParseDialect(in); err == nil || !strings.Contains(err.Error(), "postgres, mariadb, mysql or sqlite") {
 			t.Errorf("ParseDialect(%q) = %v, want an error listing the choices", in, err)
 		}
 	}

@@ -31,16 +31,16 @@ func atLeast(v, floor [2]int) bool { return v[0] > floor[0] || v[0] == floor[0] 
 // the same numbers.
 func TestVersionFloors(t *testing.T) {
 	features := map[sqllock.Dialect]map[string]string{
-		sqllock.Postgres:    {"pg_current_xact_id": "13", "ON CONFLICT": "9.5"},
-		sqllock.MySQL:       {"SEQUENCE": "10.3", "INSERT ... RETURNING": "10.5", "FOR UPDATE NOWAIT / WAIT n": "10.3", "SET STATEMENT": "10.1"},
-		sqllock.MySQLCommon: {"FOR UPDATE NOWAIT": "8.0", "persistent AUTO_INCREMENT": "8.0"},
-		sqllock.SQLite:      {"RETURNING": "3.35", "unixepoch('subsec')": "3.42", "ON CONFLICT DO UPDATE": "3.24"},
+		sqllock.Postgres: {"pg_current_xact_id": "13", "ON CONFLICT": "9.5"},
+		sqllock.MariaDB:  {"SEQUENCE": "10.3", "INSERT ... RETURNING": "10.5", "FOR UPDATE NOWAIT / WAIT n": "10.3", "SET STATEMENT": "10.1"},
+		sqllock.MySQL:    {"FOR UPDATE NOWAIT": "8.0", "persistent AUTO_INCREMENT": "8.0"},
+		sqllock.SQLite:   {"RETURNING": "3.35", "unixepoch('subsec')": "3.42", "ON CONFLICT DO UPDATE": "3.24"},
 	}
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := map[sqllock.Dialect]string{sqllock.Postgres: "PostgreSQL", sqllock.MySQL: "MariaDB", sqllock.SQLite: "SQLite", sqllock.MySQLCommon: "MySQL"}
+	names := map[sqllock.Dialect]string{sqllock.Postgres: "PostgreSQL", sqllock.MariaDB: "MariaDB", sqllock.SQLite: "SQLite", sqllock.MySQL: "MySQL"}
 	for _, d := range testdb.Dialects {
 		t.Run(d.String(), func(t *testing.T) {
 			floor := version(d.MinVersion())
@@ -54,10 +54,10 @@ func TestVersionFloors(t *testing.T) {
 			}
 			db := testdb.Open(t, d)
 			q := map[sqllock.Dialect]string{
-				sqllock.Postgres:    "SHOW server_version",
-				sqllock.MySQL:       "SELECT VERSION()",
-				sqllock.MySQLCommon: "SELECT VERSION()",
-				sqllock.SQLite:      "SELECT sqlite_version()",
+				sqllock.Postgres: "SHOW server_version",
+				sqllock.MariaDB:  "SELECT VERSION()",
+				sqllock.MySQL:    "SELECT VERSION()",
+				sqllock.SQLite:   "SELECT sqlite_version()",
 			}[d]
 			var v string
 			if err := db.QueryRowContext(context.Background(), q).Scan(&v); err != nil {

@@ -15,7 +15,7 @@ import (
 )
 
 // dialects are the ones advisory serves.
-var dialects = []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL}
+var dialects = []sqllock.Dialect{sqllock.Postgres, sqllock.MariaDB}
 
 func forEach(t *testing.T, fn func(t *testing.T, db *testdb.DB)) {
 	for _, d := range dialects {
@@ -327,8 +327,8 @@ func TestSessionKillEndsAllLeases(t *testing.T) {
 }
 
 func TestShared(t *testing.T) {
-	t.Run("mysql", func(t *testing.T) {
-		db := testdb.Open(t, sqllock.MySQL)
+	t.Run("mariadb", func(t *testing.T) {
+		db := testdb.Open(t, sqllock.MariaDB)
 		l := newLocker(t, db)
 		if _, err := l.TryAcquireShared(context.Background(), locktest.Key(t)); !errors.Is(err, sqllock.ErrUnsupported) {
 			t.Fatalf("TryAcquireShared on MySQL = %v, want ErrUnsupported", err)
@@ -408,8 +408,8 @@ func TestShared(t *testing.T) {
 }
 
 func TestTx(t *testing.T) {
-	t.Run("mysql", func(t *testing.T) {
-		db := testdb.Open(t, sqllock.MySQL)
+	t.Run("mariadb", func(t *testing.T) {
+		db := testdb.Open(t, sqllock.MariaDB)
 		l := newLocker(t, db)
 		tx, err := db.Begin()
 		if err != nil {

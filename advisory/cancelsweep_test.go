@@ -143,7 +143,7 @@ func TestCancelSweep(t *testing.T) {
 // no bound (see the package doc): a missed interrupt there waits for the
 // holder's release.
 func TestCancelMissedInterrupt(t *testing.T) {
-	db := testdb.Open(t, sqllock.MySQL)
+	db := testdb.Open(t, sqllock.MariaDB)
 	ctx, key := ctxT(t), locktest.Key(t)
 	holder := newLocker(t, testdb.Fresh(t, db.Dialect, 0))
 	waiter := newLocker(t, testdb.Fresh(t, db.Dialect, 0))

@@ -117,7 +117,7 @@
 // the name itself when it is lower-case ASCII, digits and "_-.:/" of at
 // most 64 bytes, and otherwise a folded prefix plus 128 bits of SHA-256
 // ([MySQLCommonName]): MySQL 8 compares names without regard to case, and
-// both MySQL-family paths ([sqllock.MySQL], [sqllock.MySQLCommon]) take
+// both MySQL-family paths ([sqllock.MariaDB], [sqllock.MySQL]) take
 // this one name, so replicas on each, while a fleet moves from one path to
 // the other, exclude each other. Both mappings are fixed by golden tests:
 // changing them would let two versions of an application hold the same key

@@ -29,8 +29,8 @@ func TestGoldenStatements(t *testing.T) {
 		d    sqllock.Dialect
 	}{
 		{"postgres.sql", sqllock.Postgres},
+		{"mariadb.sql", sqllock.MariaDB},
 		{"mysql.sql", sqllock.MySQL},
-		{"mysql-common.sql", sqllock.MySQLCommon},
 	} {
 		t.Run(c.d.String(), func(t *testing.T) {
 			st := stores[c.d]

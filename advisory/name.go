@@ -38,7 +38,7 @@ func PostgresKey(namespace, key string) int64 {
 	return int64(binary.BigEndian.Uint64(sum[:8]))
 }
 
-// MySQLName is the GET_LOCK name the MariaDB path (sqllock.MySQL) gave key
+// MySQLName is the GET_LOCK name the MariaDB path (sqllock.MariaDB) gave key
 // before both MySQL-family paths took MySQLCommonName: LockName(namespace,
 // key) when it is at most 64 bytes, and otherwise its first bytes (at most
 // 31, cut on a character boundary), "~" and the first 16 bytes of its
@@ -59,7 +59,7 @@ func MySQLName(namespace, key string) string {
 }
 
 // MySQLCommonName is the GET_LOCK name of key on both MySQL-family paths
-// (sqllock.MySQL and sqllock.MySQLCommon), so that a key is one lock
+// (sqllock.MariaDB and sqllock.MySQL), so that a key is one lock
 // whichever path each replica takes. MySQL 8 compares names without
 // regard to case: "Job" and "job" would share one lock. A name of
 // lower-case ASCII letters, digits and "_-.:/" of at most 64 bytes is kept

@@ -66,16 +66,16 @@ func FuzzCommonNamesCaseSafe(f *testing.F) {
 // On the MySQL path, keys that differ only in case are two locks, each
 // held under its own name (IS_USED_LOCK), and one session can hold both.
 func TestCommonKeysDifferingInCase(t *testing.T) {
-	db := testdb.Open(t, sqllock.MySQLCommon)
+	db := testdb.Open(t, sqllock.MySQL)
 	ctx := context.Background()
-	l, err := advisory.New(db.DB, sqllock.MySQLCommon)
+	l, err := advisory.New(db.DB, sqllock.MySQL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
 	lower := "case-" + strings.ToLower(locktest.Key(t))
 	upper := strings.ToUpper(lower)
-	other, err := advisory.New(db.DB, sqllock.MySQLCommon)
+	other, err := advisory.New(db.DB, sqllock.MySQL)
 	if err != nil {
 		t.Fatal(err)
 	}

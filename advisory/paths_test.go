@@ -19,7 +19,7 @@ import (
 // ask the server for the same name.
 func TestPathsExcludeEachOther(t *testing.T) {
 	ctx := ctxT(t)
-	db := testdb.Scratch(t, sqllock.MySQL)
+	db := testdb.Scratch(t, sqllock.MariaDB)
 	srv, err := sqllock.DetectServer(ctx, db.DB)
 	if err != nil {
 		t.Fatal(err)
@@ -27,11 +27,11 @@ func TestPathsExcludeEachOther(t *testing.T) {
 	if !srv.MariaDB || srv.Galera {
 		t.Skipf("needs MariaDB outside Galera, which runs both paths; this is %s", srv.Version)
 	}
-	if err := migrations.Up(ctx, db.DB, sqllock.MySQL); err != nil {
+	if err := migrations.Up(ctx, db.DB, sqllock.MariaDB); err != nil {
 		t.Fatal(err)
 	}
 	lockers := map[sqllock.Dialect]*advisory.Locker{}
-	for _, d := range []sqllock.Dialect{sqllock.MySQL, sqllock.MySQLCommon} {
+	for _, d := range []sqllock.Dialect{sqllock.MariaDB, sqllock.MySQL} {
 		lockers[d] = newLocker(t, &testdb.DB{DB: db.DB, Dialect: d})
 	}
 	keys := []string{
@@ -41,8 +41,8 @@ func TestPathsExcludeEachOther(t *testing.T) {
 		"Bestellung/Zoë-ü-42",
 	}
 	moves := []struct{ holder, other sqllock.Dialect }{
-		{sqllock.MySQL, sqllock.MySQLCommon},
-		{sqllock.MySQLCommon, sqllock.MySQL},
+		{sqllock.MariaDB, sqllock.MySQL},
+		{sqllock.MySQL, sqllock.MariaDB},
 	}
 	for _, key := range keys {
 		for _, m := range moves {

@@ -102,7 +102,7 @@ func TestPgBouncerTrap(t *testing.T) {
 }
 
 func TestTransactionPoolerOnMySQL(t *testing.T) {
-	db := testdb.Open(t, sqllock.MySQL)
+	db := testdb.Open(t, sqllock.MariaDB)
 	if _, err := advisory.New(db.DB, db.Dialect, advisory.WithTransactionPooler()); !errors.Is(err, sqllock.ErrUnsupported) {
 		t.Fatalf("New(MySQL, WithTransactionPooler()) = %v, want ErrUnsupported", err)
 	}

@@ -26,8 +26,8 @@ func TestSessionKillNotice(t *testing.T) {
 	}{
 		// An hour: only the socket watch can report the kill in time.
 		{sqllock.Postgres, 25, time.Hour},
-		{sqllock.MySQL, 5, advisory.DefaultCheckInterval},
-		{sqllock.MySQL, 5, 10 * time.Millisecond},
+		{sqllock.MariaDB, 5, advisory.DefaultCheckInterval},
+		{sqllock.MariaDB, 5, 10 * time.Millisecond},
 	} {
 		t.Run(tc.d.String()+"/check="+tc.check.String(), func(t *testing.T) {
 			db := testdb.Open(t, tc.d)

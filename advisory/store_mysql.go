@@ -11,7 +11,7 @@ import (
 	"github.com/sqllock/sqllock"
 )
 
-func init() { register(sqllock.MySQL, mysqlStore{}) }
+func init() { register(sqllock.MariaDB, mysqlStore{}) }
 
 // mysqlStore serves MySQL/MariaDB named locks (GET_LOCK): exclusive and
 // session-level only.

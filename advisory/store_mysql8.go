@@ -7,7 +7,7 @@ import (
 	"github.com/sqllock/sqllock"
 )
 
-func init() { register(sqllock.MySQLCommon, mysqlCommonStore{}) }
+func init() { register(sqllock.MySQL, mysqlCommonStore{}) }
 
 // mysqlCommonStore is the MySQL path (MySQL 8, and MariaDB when chosen):
 // GET_LOCK under the MariaDB path's names (case-safe, MySQLCommonName:

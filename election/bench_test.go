@@ -34,10 +34,10 @@ func BenchmarkCampaignResign(b *testing.B) {
 			b.Run("raw", func(b *testing.B) {
 				name := locktest.Key(b)
 				insert := map[sqllock.Dialect]string{
-					sqllock.Postgres:    `INSERT INTO sqllock_elections (name, term, value, since) VALUES ($1, $2, 'v', now())`,
-					sqllock.MySQL:       `INSERT INTO sqllock_elections (name, term, value, since) VALUES (?, ?, 'v', UTC_TIMESTAMP(6))`,
-					sqllock.MySQLCommon: `INSERT INTO sqllock_elections (name, term, value, since) VALUES (?, ?, 'v', UTC_TIMESTAMP(6))`,
-					sqllock.SQLite:      `INSERT INTO sqllock_elections (name, term, value, since) VALUES (?1, ?2, 'v', 0)`,
+					sqllock.Postgres: `INSERT INTO sqllock_elections (name, term, value, since) VALUES ($1, $2, 'v', now())`,
+					sqllock.MariaDB:  `INSERT INTO sqllock_elections (name, term, value, since) VALUES (?, ?, 'v', UTC_TIMESTAMP(6))`,
+					sqllock.MySQL:    `INSERT INTO sqllock_elections (name, term, value, since) VALUES (?, ?, 'v', UTC_TIMESTAMP(6))`,
+					sqllock.SQLite:   `INSERT INTO sqllock_elections (name, term, value, since) VALUES (?1, ?2, 'v', 0)`,
 				}[d]
 				st, err := db.PrepareContext(ctx, insert)
 				if err != nil {

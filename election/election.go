@@ -150,8 +150,8 @@ func (e *Election) checkStrict(ctx context.Context) error {
 // sqllock.ErrInvalidOption: one that is not UTF-8, holds a NUL byte or is
 // longer than [MaxValue] bytes is refused before anything is written. On
 // the MySQL family the term's statement is strict whatever the session's
-// sql_mode: sqllock.MySQL sets it for the statement, and
-// sqllock.MySQLCommon, which MySQL 8 runs too, refuses a session that is
+// sql_mode: sqllock.MariaDB sets it for the statement, and
+// sqllock.MySQL, which MySQL 8 runs too, refuses a session that is
 // not strict before it campaigns. A character the column's character set
 // lacks is refused by the server after the lease was won, and the lease
 // released.

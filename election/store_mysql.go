@@ -12,7 +12,7 @@ func init() {
 	// or '?' for a character its character set lacks).
 	q.insert = `SET STATEMENT sql_mode = CONCAT(@@SESSION.sql_mode, ',STRICT_ALL_TABLES') FOR
 INSERT INTO ` + Table + ` (name, term, value, since) VALUES (?, ?, ?, UTC_TIMESTAMP(6))`
-	stores[sqllock.MySQL] = q
+	stores[sqllock.MariaDB] = q
 }
 
 // mysqlQueries are the reads of the MySQL family, MariaDB's and MySQL 8's

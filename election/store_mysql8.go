@@ -10,5 +10,5 @@ func init() {
 	q.insert = `INSERT INTO ` + Table + ` (name, term, value, since)
 SELECT ?, ?, ?, UTC_TIMESTAMP(6) FROM DUAL WHERE @@SESSION.sql_mode LIKE '%STRICT%'`
 	q.strict = `SELECT @@SESSION.sql_mode`
-	stores[sqllock.MySQLCommon] = q
+	stores[sqllock.MySQL] = q
 }

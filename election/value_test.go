@@ -150,7 +150,7 @@ func TestCampaignNonStrictSession(t *testing.T) {
 		name := fmt.Sprintf("nonstrict-%d", i)
 		lead, err := e.Campaign(ctx, name, v)
 		if err != nil {
-			if c.store && d == sqllock.MySQL {
+			if c.store && d == sqllock.MariaDB {
 				t.Errorf("value %d refused on the MariaDB path: %v", i, err)
 			}
 			if !errors.Is(err, sqllock.ErrInvalidOption) {

@@ -32,5 +32,5 @@ func TestCommonPathStatements(t *testing.T) {
 // commonStores: both dialects share the fence's statements, so there is
 // no MariaDB-only store to catch.
 func commonStores() (common, mariadb any) {
-	return stores[sqllock.MySQLCommon]("`t`"), nil
+	return stores[sqllock.MySQL]("`t`"), nil
 }

@@ -9,8 +9,8 @@ import (
 
 func init() {
 	// The MySQL path runs the same statements: none is MariaDB's own.
+	register(sqllock.MariaDB, newMySQL)
 	register(sqllock.MySQL, newMySQL)
-	register(sqllock.MySQLCommon, newMySQL)
 }
 
 func newMySQL(t string) store {

@@ -25,8 +25,8 @@ import (
 //     client late (a proxy holds back what the server sends), so the
 //     commit is done when the caller gives up.
 func TestCancelledTryLeavesJobFree(t *testing.T) {
-	t.Run("mysql", func(t *testing.T) {
-		db := testdb.Open(t, sqllock.MySQL)
+	t.Run("mariadb", func(t *testing.T) {
+		db := testdb.Open(t, sqllock.MariaDB)
 		table := jobTable(t, db)
 		job := jobguard.Job{Name: locktest.Key(t), AtMost: time.Minute}
 		g := newGuard(t, db, table)
@@ -55,7 +55,7 @@ func TestCancelledTryLeavesJobFree(t *testing.T) {
 		// The try's statement is cut off by its own timeout too, and still
 		// runs once the lock frees: its give-back, queued behind it for the
 		// row lock, frees the job after it.
-		db := testdb.Open(t, sqllock.MySQL)
+		db := testdb.Open(t, sqllock.MariaDB)
 		table := jobTable(t, db)
 		job := jobguard.Job{Name: locktest.Key(t), AtMost: time.Minute}
 		g := newGuard(t, db, table)

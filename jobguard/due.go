@@ -18,9 +18,9 @@ const ScheduleTable = "sqllock_job_schedule"
 var dueSQL = map[sqllock.Dialect]string{
 	sqllock.Postgres: `INSERT INTO sqllock_job_schedule (job_name, next_due) VALUES ($1, $2)
 ON CONFLICT (job_name) DO UPDATE SET next_due = EXCLUDED.next_due`,
-	sqllock.MySQL: `INSERT INTO sqllock_job_schedule (job_name, next_due) VALUES (?, ?)
+	sqllock.MariaDB: `INSERT INTO sqllock_job_schedule (job_name, next_due) VALUES (?, ?)
 ON DUPLICATE KEY UPDATE next_due = VALUES(next_due)`,
-	sqllock.MySQLCommon: `INSERT INTO sqllock_job_schedule (job_name, next_due) VALUES (?, ?)
+	sqllock.MySQL: `INSERT INTO sqllock_job_schedule (job_name, next_due) VALUES (?, ?)
 ON DUPLICATE KEY UPDATE next_due = VALUES(next_due)`,
 	sqllock.SQLite: `INSERT INTO sqllock_job_schedule (job_name, next_due) VALUES (?1, ?2)
 ON CONFLICT (job_name) DO UPDATE SET next_due = excluded.next_due`,

@@ -65,9 +65,9 @@ func TestTicketsStartAboveSequence(t *testing.T) {
 	if testdb.CommonMode() {
 		t.Skip("needs the MariaDB path, which common mode leaves out")
 	}
-	db := testdb.Scratch(t, sqllock.MySQL)
+	db := testdb.Scratch(t, sqllock.MariaDB)
 	ctx := context.Background()
-	p, err := migrations.NewProvider(db.DB, sqllock.MySQL)
+	p, err := migrations.NewProvider(db.DB, sqllock.MariaDB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestTicketsStartAboveSequence(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := locktest.Key(t)
-	old, err := tablelock.New(db.DB, sqllock.MySQL)
+	old, err := tablelock.New(db.DB, sqllock.MariaDB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestTicketsStartAboveSequence(t *testing.T) {
 	if _, err := p.Up(ctx); err != nil {
 		t.Fatal(err)
 	}
-	common, err := tablelock.New(db.DB, sqllock.MySQLCommon)
+	common, err := tablelock.New(db.DB, sqllock.MySQL)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func TestIdentityColumnsCompareBytes(t *testing.T) {
 			if err := migrations.Up(ctx, db.DB, d); err != nil {
 				t.Fatal(err)
 			}
-			now := map[sqllock.Dialect]string{sqllock.Postgres: "now()", sqllock.MySQL: "UTC_TIMESTAMP(6)", sqllock.MySQLCommon: "UTC_TIMESTAMP(6)", sqllock.SQLite: "0"}[d]
+			now := map[sqllock.Dialect]string{sqllock.Postgres: "now()", sqllock.MariaDB: "UTC_TIMESTAMP(6)", sqllock.MySQL: "UTC_TIMESTAMP(6)", sqllock.SQLite: "0"}[d]
 			for _, tb := range identityTables {
 				if d == sqllock.SQLite && !tb.sqlite {
 					continue
@@ -100,8 +100,8 @@ func rebind(d sqllock.Dialect, q string) string {
 // jobs held meanwhile; its Down gives the varchar columns back, rows intact.
 func TestOwnerMigrationKeepsRows(t *testing.T) {
 	ctx := context.Background()
-	db := testdb.Scratch(t, sqllock.MySQL)
-	p, err := migrations.NewProvider(db.DB, sqllock.MySQL)
+	db := testdb.Scratch(t, sqllock.MariaDB)
+	p, err := migrations.NewProvider(db.DB, sqllock.MariaDB)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,12 +34,12 @@ func TestJobsMigrationKeepsRows(t *testing.T) {
 			}
 			now := map[sqllock.Dialect]string{
 				sqllock.Postgres: "now()",
-				sqllock.MySQL:    "UTC_TIMESTAMP(6)", sqllock.MySQLCommon: "UTC_TIMESTAMP(6)",
+				sqllock.MariaDB:  "UTC_TIMESTAMP(6)", sqllock.MySQL: "UTC_TIMESTAMP(6)",
 				sqllock.SQLite: "CAST(unixepoch('subsec') * 1000000 AS INTEGER)",
 			}[d]
 			later := now + map[sqllock.Dialect]string{
 				sqllock.Postgres: " + interval '1 hour'",
-				sqllock.MySQL:    " + INTERVAL 1 HOUR", sqllock.MySQLCommon: " + INTERVAL 1 HOUR",
+				sqllock.MariaDB:  " + INTERVAL 1 HOUR", sqllock.MySQL: " + INTERVAL 1 HOUR",
 				sqllock.SQLite: " + 3600000000",
 			}[d]
 			insert := rebind(d, "INSERT INTO sqllock_jobs (name, owner, locked_by, token, locked_at, locked_until) VALUES (?, ?, ?, ?, "+now+", "+later+")")
@@ -57,7 +57,7 @@ func TestJobsMigrationKeepsRows(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			if d == sqllock.MySQLCommon {
+			if d == sqllock.MySQL {
 				// The MySQL path's tokens come from 00010's function;
 				// DownTo(6) below rolls it back too.
 				if _, err := p.UpTo(ctx, 10); err != nil {

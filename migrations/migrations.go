@@ -15,7 +15,7 @@
 // Both run the mysql/ folder; which of its statements run is chosen by the
 // server, detected when the provider is made (sqllock.DetectServer), not
 // by the dialect. MariaDB runs every file: the sequence of 00001 feeds the
-// MySQL dialect, the ticket table and function of 00010 the MySQLCommon
+// MariaDB dialect, the ticket table and function of 00010 the MySQL
 // one, so a MariaDB database serves either path; since 00015 the function
 // draws from the sequence there too, so both paths share one counter and a
 // move between them keeps tokens growing. MySQL has no SEQUENCE:
@@ -60,10 +60,10 @@ const VersionTable = "sqllock_db_version"
 // Dir returns the folder of FS that holds d's migrations.
 func Dir(d sqllock.Dialect) (string, error) {
 	switch d {
-	case sqllock.Postgres, sqllock.MySQL, sqllock.SQLite:
+	case sqllock.Postgres, sqllock.SQLite:
 		return d.String(), nil
-	case sqllock.MySQLCommon:
-		return sqllock.MySQL.String(), nil
+	case sqllock.MariaDB, sqllock.MySQL:
+		return "mysql", nil // both paths share the folder
 	}
 	return "", fmt.Errorf("migrations: %w: dialect %v", sqllock.ErrUnsupported, d)
 }
@@ -97,10 +97,10 @@ func newProvider(ctx context.Context, db *sql.DB, d sqllock.Dialect) (*goose.Pro
 		}
 	}
 	gd := map[sqllock.Dialect]goose.Dialect{
-		sqllock.Postgres:    goose.DialectPostgres,
-		sqllock.MySQL:       goose.DialectMySQL,
-		sqllock.MySQLCommon: goose.DialectMySQL,
-		sqllock.SQLite:      goose.DialectSQLite3,
+		sqllock.Postgres: goose.DialectPostgres,
+		sqllock.MariaDB:  goose.DialectMySQL,
+		sqllock.MySQL:    goose.DialectMySQL,
+		sqllock.SQLite:   goose.DialectSQLite3,
 	}[d]
 	opts := []goose.ProviderOption{goose.WithTableName(VersionTable), goose.WithDisableGlobalRegistry(true)}
 	if d != sqllock.SQLite { // SQLite serialises writers by itself

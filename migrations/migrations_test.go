@@ -18,7 +18,7 @@ func hasTable(t *testing.T, db *testdb.DB, table string) bool {
 	switch db.Dialect {
 	case sqllock.Postgres:
 		q = "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = $1"
-	case sqllock.MySQL, sqllock.MySQLCommon:
+	case sqllock.MariaDB, sqllock.MySQL:
 		q = "SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?"
 	case sqllock.SQLite:
 		q = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?"

@@ -81,15 +81,15 @@ func rounds(t *testing.T, db *sql.DB, d sqllock.Dialect, open func(*sql.DB, sqll
 // strategy that draws tokens on both paths, each on a database of its own.
 func TestTokensGrowAcrossPaths(t *testing.T) {
 	moves := []struct{ from, to sqllock.Dialect }{
-		{sqllock.MySQL, sqllock.MySQLCommon},
-		{sqllock.MySQLCommon, sqllock.MySQL},
+		{sqllock.MariaDB, sqllock.MySQL},
+		{sqllock.MySQL, sqllock.MariaDB},
 	}
 	for _, s := range tokenStrategies {
 		for _, m := range moves {
 			t.Run(s.name+"/"+m.from.String()+"-to-"+m.to.String(), func(t *testing.T) {
-				db := testdb.Scratch(t, sqllock.MySQL)
+				db := testdb.Scratch(t, sqllock.MariaDB)
 				plainMariaDB(t, db)
-				if err := migrations.Up(context.Background(), db.DB, sqllock.MySQL); err != nil {
+				if err := migrations.Up(context.Background(), db.DB, sqllock.MariaDB); err != nil {
 					t.Fatal(err)
 				}
 				key := locktest.Key(t)
@@ -112,9 +112,9 @@ func TestTokensGrowAcrossPaths(t *testing.T) {
 // to the MariaDB path after the migration.
 func TestTokensGrowAcrossPathsAfterUpgrade(t *testing.T) {
 	ctx := context.Background()
-	db := testdb.Scratch(t, sqllock.MySQL)
+	db := testdb.Scratch(t, sqllock.MariaDB)
 	plainMariaDB(t, db)
-	p, err := migrations.NewProvider(db.DB, sqllock.MySQL)
+	p, err := migrations.NewProvider(db.DB, sqllock.MariaDB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,11 +123,11 @@ func TestTokensGrowAcrossPathsAfterUpgrade(t *testing.T) {
 	}
 	key := locktest.Key(t)
 	open := tokenStrategies[0].open
-	before := rounds(t, db.DB, sqllock.MySQLCommon, open, key, 50)
-	if err := migrations.Up(ctx, db.DB, sqllock.MySQL); err != nil {
+	before := rounds(t, db.DB, sqllock.MySQL, open, key, 50)
+	if err := migrations.Up(ctx, db.DB, sqllock.MariaDB); err != nil {
 		t.Fatal(err)
 	}
-	if after := rounds(t, db.DB, sqllock.MySQL, open, key, 1); after <= before {
+	if after := rounds(t, db.DB, sqllock.MariaDB, open, key, 1); after <= before {
 		t.Fatalf("50 rounds on the MySQL path ended at token %d; after the upgrade the MariaDB path's first got %d", before, after)
 	}
 }
@@ -139,13 +139,13 @@ func TestTokensGrowAcrossPathsAfterUpgrade(t *testing.T) {
 // cannot turn on.
 func TestTokensGrowOnGaleraNode(t *testing.T) {
 	ctx := context.Background()
-	db := testdb.Scratch(t, sqllock.MySQL)
+	db := testdb.Scratch(t, sqllock.MariaDB)
 	plainMariaDB(t, db)
-	if err := migrations.Up(ctx, db.DB, sqllock.MySQL); err != nil {
+	if err := migrations.Up(ctx, db.DB, sqllock.MariaDB); err != nil {
 		t.Fatal(err)
 	}
 	key := locktest.Key(t)
-	before := rounds(t, db.DB, sqllock.MySQL, tokenStrategies[0].open, key, 50)
+	before := rounds(t, db.DB, sqllock.MariaDB, tokenStrategies[0].open, key, 50)
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -184,22 +184,22 @@ func TestTokensGrowOnGaleraNode(t *testing.T) {
 // start above the sequence again.
 func TestTokensGrowAfterDown(t *testing.T) {
 	ctx := context.Background()
-	db := testdb.Scratch(t, sqllock.MySQL)
+	db := testdb.Scratch(t, sqllock.MariaDB)
 	plainMariaDB(t, db)
-	if err := migrations.Up(ctx, db.DB, sqllock.MySQL); err != nil {
+	if err := migrations.Up(ctx, db.DB, sqllock.MariaDB); err != nil {
 		t.Fatal(err)
 	}
 	key := locktest.Key(t)
 	open := tokenStrategies[0].open
-	before := rounds(t, db.DB, sqllock.MySQL, open, key, 50)
-	p, err := migrations.NewProvider(db.DB, sqllock.MySQL)
+	before := rounds(t, db.DB, sqllock.MariaDB, open, key, 50)
+	p, err := migrations.NewProvider(db.DB, sqllock.MariaDB)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.DownTo(ctx, 12); err != nil {
 		t.Fatal(err)
 	}
-	if after := rounds(t, db.DB, sqllock.MySQLCommon, open, key, 1); after <= before {
+	if after := rounds(t, db.DB, sqllock.MySQL, open, key, 1); after <= before {
 		t.Fatalf("50 rounds on the MariaDB path ended at token %d; after migrating down the MySQL path's first got %d", before, after)
 	}
 }
@@ -276,10 +276,10 @@ func TestTokensGrowBackOnMariaDBPath(t *testing.T) {
 		run  func(t *testing.T, db *sql.DB, open func(*sql.DB, sqllock.Dialect) (closingLocker, error), key string) int64
 	}{
 		{"after-galera", func(t *testing.T, db *sql.DB, open func(*sql.DB, sqllock.Dialect) (closingLocker, error), key string) int64 {
-			if err := migrations.Up(context.Background(), db, sqllock.MySQL); err != nil {
+			if err := migrations.Up(context.Background(), db, sqllock.MariaDB); err != nil {
 				t.Fatal(err)
 			}
-			before := rounds(t, db, sqllock.MySQL, open, key, 50)
+			before := rounds(t, db, sqllock.MariaDB, open, key, 50)
 			drawn := galeraDraws(t, db, 50)
 			if drawn <= before {
 				t.Fatalf("the Galera draws ended at %d, not above the MariaDB path's %d: the test shows nothing", drawn, before)
@@ -288,15 +288,15 @@ func TestTokensGrowBackOnMariaDBPath(t *testing.T) {
 		}},
 		{"after-old-release", func(t *testing.T, db *sql.DB, open func(*sql.DB, sqllock.Dialect) (closingLocker, error), key string) int64 {
 			ctx := context.Background()
-			p, err := migrations.NewProvider(db, sqllock.MySQL)
+			p, err := migrations.NewProvider(db, sqllock.MariaDB)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if _, err := p.UpTo(ctx, 12); err != nil {
 				t.Fatal(err)
 			}
-			before := rounds(t, db, sqllock.MySQLCommon, open, key, 50)
-			if err := migrations.Up(ctx, db, sqllock.MySQL); err != nil {
+			before := rounds(t, db, sqllock.MySQL, open, key, 50)
+			if err := migrations.Up(ctx, db, sqllock.MariaDB); err != nil {
 				t.Fatal(err)
 			}
 			drawn := oldFunctionDraws(t, db, 50)
@@ -309,7 +309,7 @@ func TestTokensGrowBackOnMariaDBPath(t *testing.T) {
 	for _, s := range tokenStrategies {
 		for _, w := range ways {
 			t.Run(s.name+"/"+w.name, func(t *testing.T) {
-				db := testdb.Scratch(t, sqllock.MySQL)
+				db := testdb.Scratch(t, sqllock.MariaDB)
 				plainMariaDB(t, db)
 				key := locktest.Key(t)
 				drawn := w.run(t, db.DB, s.open, key)
@@ -318,7 +318,7 @@ func TestTokensGrowBackOnMariaDBPath(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer fresh.Close()
-				if after := rounds(t, fresh, sqllock.MySQL, s.open, key, 1); after <= drawn {
+				if after := rounds(t, fresh, sqllock.MariaDB, s.open, key, 1); after <= drawn {
 					t.Fatalf("tokens drawn %s ended at %d; a fresh handle's first on the MariaDB path got %d", w.name, drawn, after)
 				}
 			})

@@ -140,7 +140,7 @@ func TestCloseEndsLeases(t *testing.T) {
 // it prepared since.
 func TestCloseStatements(t *testing.T) {
 	ctx := ctxT(t)
-	db := testdb.Fresh(t, sqllock.MySQL, 1)
+	db := testdb.Fresh(t, sqllock.MariaDB, 1)
 	base, sess := testdb.SessionStatements(t, db.DB)
 	open := func(what string, want int64) {
 		t.Helper()

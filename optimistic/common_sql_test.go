@@ -30,5 +30,5 @@ func commonStores() (common, mariadb any) {
 	texts := func(s store) []any {
 		return []any{s.versions("`v`"), s.counter("`c`"), s.counterSchema("`c`")}
 	}
-	return texts(stores[sqllock.MySQLCommon]), texts(stores[sqllock.MySQL])
+	return texts(stores[sqllock.MySQL]), texts(stores[sqllock.MariaDB])
 }

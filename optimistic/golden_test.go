@@ -17,8 +17,8 @@ func TestGoldenStatements(t *testing.T) {
 		d    sqllock.Dialect
 	}{
 		{"postgres.sql", sqllock.Postgres},
+		{"mariadb.sql", sqllock.MariaDB},
 		{"mysql.sql", sqllock.MySQL},
-		{"mysql-common.sql", sqllock.MySQLCommon},
 		{"sqlite.sql", sqllock.SQLite},
 	} {
 		t.Run(c.d.String(), func(t *testing.T) {

@@ -3,7 +3,7 @@ package optimistic
 import "github.com/sqllock/sqllock"
 
 func init() {
-	register(sqllock.MySQL, mysqlStore{syntax{dialect: sqllock.MySQL, mark: "?"}})
+	register(sqllock.MariaDB, mysqlStore{syntax{dialect: sqllock.MariaDB, mark: "?"}})
 }
 
 // mysqlStore: backquoted names, ? parameters. The stamp needs MariaDB

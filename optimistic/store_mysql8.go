@@ -9,7 +9,7 @@ import (
 )
 
 func init() {
-	register(sqllock.MySQLCommon, mysqlCommonStore{mysqlStore{syntax{dialect: sqllock.MySQL, mark: "?"}}})
+	register(sqllock.MySQL, mysqlCommonStore{mysqlStore{syntax{dialect: sqllock.MariaDB, mark: "?"}}})
 }
 
 // mysqlCommonStore is the MySQL path (MySQL 8, and MariaDB when chosen):

@@ -70,7 +70,7 @@ func transientErr(t *testing.T, db *testdb.DB) error {
 	switch db.Dialect {
 	case sqllock.Postgres:
 		err = &pgconn.PgError{Severity: "ERROR", Code: "40001", Message: "could not serialize access due to concurrent update"}
-	case sqllock.MySQL, sqllock.MySQLCommon:
+	case sqllock.MariaDB, sqllock.MySQL:
 		err = &mysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock; try restarting transaction"}
 	default:
 		err = sqliteBusy(t, db.Driver)

@@ -30,7 +30,7 @@ func insertRow(t *testing.T, db *testdb.DB, table, key, owner string, offset tim
 	switch db.Dialect {
 	case sqllock.Postgres:
 		q = `INSERT INTO ` + table + ` VALUES ($1, $2, 'test', 1, sqllock_next_token(), now(), now() + $3 * interval '1 microsecond')`
-	case sqllock.MySQL, sqllock.MySQLCommon:
+	case sqllock.MariaDB, sqllock.MySQL:
 		q = `INSERT INTO ` + table + ` VALUES (?, ?, 'test', 1, NEXTVAL(sqllock_fence_seq), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)`
 	case sqllock.SQLite:
 		q = `INSERT INTO ` + table + ` VALUES (?, ?, 'test', 1, 1, 0, CAST(unixepoch('subsec') * 1000000 AS INTEGER) + ?)`
@@ -114,10 +114,10 @@ func TestReapedKeyComesBackWithLargerToken(t *testing.T) {
 			t.Fatal(err)
 		}
 		expire := map[sqllock.Dialect]string{
-			sqllock.Postgres:    "UPDATE " + table + " SET expires_at = now() - interval '1 hour' WHERE lock_key = $1",
-			sqllock.MySQL:       "UPDATE " + table + " SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 HOUR WHERE lock_key = ?",
-			sqllock.MySQLCommon: "UPDATE " + table + " SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 HOUR WHERE lock_key = ?",
-			sqllock.SQLite:      "UPDATE " + table + " SET expires_at = 0 WHERE lock_key = ?",
+			sqllock.Postgres: "UPDATE " + table + " SET expires_at = now() - interval '1 hour' WHERE lock_key = $1",
+			sqllock.MariaDB:  "UPDATE " + table + " SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 HOUR WHERE lock_key = ?",
+			sqllock.MySQL:    "UPDATE " + table + " SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 HOUR WHERE lock_key = ?",
+			sqllock.SQLite:   "UPDATE " + table + " SET expires_at = 0 WHERE lock_key = ?",
 		}[db.Dialect]
 		if _, err := db.Exec(expire, key); err != nil {
 			t.Fatal(err)

@@ -80,7 +80,7 @@ func TestRowLevel(t *testing.T) {
 // a plain REPEATABLE READ locking read of a missing key on MariaDB blocks
 // another key's insert into the same gap.
 func TestGapLockControl(t *testing.T) {
-	db := testdb.Open(t, sqllock.MySQL)
+	db := testdb.Open(t, sqllock.MariaDB)
 	ctx := ctxT(t)
 	table := lockTable(t, db)
 	tx, err := db.BeginTx(ctx, nil)
@@ -116,7 +116,7 @@ func TestFencingAfterWait(t *testing.T) {
 			got <- lease
 		}()
 		waitForWaiter(t, db, rowlock.DefaultTable)
-		q := map[sqllock.Dialect]string{sqllock.Postgres: "SELECT sqllock_next_token()", sqllock.MySQL: "SELECT NEXTVAL(sqllock_fence_seq)"}[db.Dialect]
+		q := map[sqllock.Dialect]string{sqllock.Postgres: "SELECT sqllock_next_token()", sqllock.MariaDB: "SELECT NEXTVAL(sqllock_fence_seq)"}[db.Dialect]
 		var mid int64
 		if err := db.QueryRowContext(ctx, q).Scan(&mid); err != nil {
 			t.Fatal(err)
@@ -249,7 +249,7 @@ func TestDriverCancel(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer held.Release(ctx)
-		ph := map[sqllock.Dialect]string{sqllock.Postgres: "$1", sqllock.MySQL: "?"}[db.Dialect]
+		ph := map[sqllock.Dialect]string{sqllock.Postgres: "$1", sqllock.MariaDB: "?"}[db.Dialect]
 		c, cancel := context.WithCancel(ctx)
 		errc := make(chan error, 1)
 		go func() {
@@ -322,7 +322,7 @@ func TestDeadlockHazard(t *testing.T) {
 	forEachServer(t, func(t *testing.T, db *testdb.DB) {
 		ctx := ctxT(t)
 		table := stockTable(t, db, 2)
-		ph := map[sqllock.Dialect]string{sqllock.Postgres: "$1", sqllock.MySQL: "?"}[db.Dialect]
+		ph := map[sqllock.Dialect]string{sqllock.Postgres: "$1", sqllock.MariaDB: "?"}[db.Dialect]
 		lock := "SELECT qty FROM " + table + " WHERE id = " + ph + " FOR UPDATE"
 		tx1, err := db.BeginTx(ctx, nil)
 		if err != nil {
@@ -587,10 +587,10 @@ func TestOptions(t *testing.T) {
 	}{
 		"nil logger":     {sqllock.Postgres, []rowlock.Option{rowlock.WithLogger(nil)}, sqllock.ErrInvalidOption},
 		"short interval": {sqllock.Postgres, []rowlock.Option{rowlock.WithCheckInterval(time.Millisecond)}, sqllock.ErrInvalidOption},
-		"bad table":      {sqllock.MySQL, []rowlock.Option{rowlock.WithTable("x`; DROP")}, sqllock.ErrInvalidOption},
+		"bad table":      {sqllock.MariaDB, []rowlock.Option{rowlock.WithTable("x`; DROP")}, sqllock.ErrInvalidOption},
 		"bad dialect":    {sqllock.Dialect(9), nil, sqllock.ErrInvalidOption},
 		"sqlite":         {sqllock.SQLite, nil, sqllock.ErrUnsupported},
-		"ok":             {sqllock.MySQL, []rowlock.Option{rowlock.WithTable("app.locks"), rowlock.WithCheckInterval(time.Second)}, nil},
+		"ok":             {sqllock.MariaDB, []rowlock.Option{rowlock.WithTable("app.locks"), rowlock.WithCheckInterval(time.Second)}, nil},
 	} {
 		l, err := rowlock.New(db, c.d, c.opts...)
 		if !errors.Is(err, c.want) || (c.want == nil) != (l != nil) {

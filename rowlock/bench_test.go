@@ -14,7 +14,7 @@ import (
 // on an existing row, the statement prepared once.
 var rawLock = map[sqllock.Dialect]string{
 	sqllock.Postgres: "SELECT 1 FROM sqllock_rows WHERE lock_key = $1 FOR UPDATE",
-	sqllock.MySQL:    "SELECT 1 FROM sqllock_rows WHERE lock_key = ? FOR UPDATE", sqllock.MySQLCommon: "SELECT 1 FROM sqllock_rows WHERE lock_key = ? FOR UPDATE",
+	sqllock.MariaDB:  "SELECT 1 FROM sqllock_rows WHERE lock_key = ? FOR UPDATE", sqllock.MySQL: "SELECT 1 FROM sqllock_rows WHERE lock_key = ? FOR UPDATE",
 }
 
 func benchServers(b *testing.B, fn func(b *testing.B, db *testdb.DB)) {

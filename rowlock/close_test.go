@@ -151,7 +151,7 @@ func TestCloseStopsBackground(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tx.Rollback()
-		ph := map[sqllock.Dialect]string{sqllock.Postgres: "$1", sqllock.MySQL: "?"}[db.Dialect]
+		ph := map[sqllock.Dialect]string{sqllock.Postgres: "$1", sqllock.MariaDB: "?"}[db.Dialect]
 		if _, err := tx.ExecContext(ctx, "SELECT 1 FROM "+table+" WHERE lock_key = "+ph+" FOR UPDATE", "busy"); err != nil {
 			t.Fatal(err)
 		}

@@ -45,7 +45,7 @@
 // queues a writer behind the readers it found, but readers arriving while
 // it waits may still join them: under a steady stream of overlapping
 // readers a writer can wait long. Package rwlock prefers writers. On the
-// MySQL dialect path (MySQL 8), TryAcquireShared is refused with
+// MySQL path (MySQL 8), TryAcquireShared is refused with
 // [sqllock.ErrUnsupported]: the two servers share no NOWAIT syntax for a
 // shared read. SQLite has no row locks at all (see New).
 //

@@ -14,9 +14,9 @@ import (
 
 // preparedNames name the statements of a store's prepared list, by index.
 var preparedNames = map[sqllock.Dialect][]string{
-	sqllock.Postgres:    {"Lock", "Stamp", "TryLock", "TryInsert", "StampRestore", "Share", "TryShare", "ShareInsert"},
-	sqllock.MySQL:       {"LockNoWait", "LockWait", "ShareNoWait", "ShareWait"},
-	sqllock.MySQLCommon: {"LockNoWait", "LockWait", "ShareNoWait", "ShareWait"},
+	sqllock.Postgres: {"Lock", "Stamp", "TryLock", "TryInsert", "StampRestore", "Share", "TryShare", "ShareInsert"},
+	sqllock.MariaDB:  {"LockNoWait", "LockWait", "ShareNoWait", "ShareWait"},
+	sqllock.MySQL:    {"LockNoWait", "LockWait", "ShareNoWait", "ShareWait"},
 }
 
 // lockRowsQuery is the statement LockRows runs for keys, as its
@@ -39,8 +39,8 @@ func TestGoldenStatements(t *testing.T) {
 		d    sqllock.Dialect
 	}{
 		{"postgres.sql", sqllock.Postgres},
+		{"mariadb.sql", sqllock.MariaDB},
 		{"mysql.sql", sqllock.MySQL},
-		{"mysql-common.sql", sqllock.MySQLCommon},
 	} {
 		t.Run(c.d.String(), func(t *testing.T) {
 			dl, err := dialectOf(c.d, "")

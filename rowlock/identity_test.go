@@ -114,7 +114,7 @@ func TestLifeIsServerStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a few million UUID_SHORT() calls on the server")
 	}
-	db := testdb.Open(t, sqllock.MySQL)
+	db := testdb.Open(t, sqllock.MariaDB)
 	ctx := ctxT(t)
 	// Make UUID_SHORT()'s 24-bit counter carry at least once (a few million
 	// calls, a second or two of server time).

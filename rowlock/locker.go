@@ -200,9 +200,9 @@ func (l *Locker) AcquireShared(ctx context.Context, key string) (sqllock.Lease, 
 
 // TryAcquireShared takes key in shared mode if no transaction holds it
 // for update (NOWAIT), and otherwise returns at once an error matching
-// sqllock.ErrNotAcquired. On the MySQLCommon dialect it returns an error
+// sqllock.ErrNotAcquired. On the MySQL dialect it returns an error
 // matching sqllock.ErrUnsupported: MySQL 8 (FOR SHARE NOWAIT) and MariaDB
-// (LOCK IN SHARE MODE NOWAIT) share no syntax for it; choose the MySQL
+// (LOCK IN SHARE MODE NOWAIT) share no syntax for it; choose the MariaDB
 // dialect on MariaDB, or call AcquireShared with a deadline.
 func (l *Locker) TryAcquireShared(ctx context.Context, key string) (sqllock.Lease, error) {
 	return l.acquire(ctx, []string{key}, false, true)

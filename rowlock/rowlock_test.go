@@ -15,7 +15,7 @@ import (
 )
 
 // servers are the dialects rowlock serves.
-var servers = []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL}
+var servers = []sqllock.Dialect{sqllock.Postgres, sqllock.MariaDB}
 
 // forEachServer runs fn as a subtest per served dialect.
 func forEachServer(t *testing.T, fn func(t *testing.T, db *testdb.DB)) {
@@ -44,7 +44,7 @@ func ctxT(t testing.TB) context.Context {
 // sessionOf returns the server session id of a lease's transaction.
 func sessionOf(t testing.TB, d sqllock.Dialect, l sqllock.Lease) int64 {
 	t.Helper()
-	q := map[sqllock.Dialect]string{sqllock.Postgres: "SELECT pg_backend_pid()", sqllock.MySQL: "SELECT CONNECTION_ID()"}[d]
+	q := map[sqllock.Dialect]string{sqllock.Postgres: "SELECT pg_backend_pid()", sqllock.MariaDB: "SELECT CONNECTION_ID()"}[d]
 	var id int64
 	if err := l.(*rowlock.Lease).Tx().QueryRowContext(context.Background(), q).Scan(&id); err != nil {
 		t.Fatal(err)

@@ -24,7 +24,7 @@ func TestSessionKillNotice(t *testing.T) {
 		check  time.Duration
 	}{
 		{sqllock.Postgres, 25, time.Hour},
-		{sqllock.MySQL, 5, rowlock.DefaultCheckInterval},
+		{sqllock.MariaDB, 5, rowlock.DefaultCheckInterval},
 	} {
 		t.Run(tc.d.String()+"/check="+tc.check.String(), func(t *testing.T) {
 			db := testdb.Open(t, tc.d)

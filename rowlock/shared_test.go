@@ -186,7 +186,7 @@ func TestSharedCancel(t *testing.T) {
 // The MySQL path (MySQL 8 and MariaDB alike) has a blocking shared read
 // but no NOWAIT one both parse: TryAcquireShared says so.
 func TestSharedCommonPath(t *testing.T) {
-	db := testdb.Open(t, sqllock.MySQLCommon)
+	db := testdb.Open(t, sqllock.MySQL)
 	l := newLocker(t, db)
 	ctx := ctxT(t)
 	key := rwKey("common")

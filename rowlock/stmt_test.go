@@ -17,7 +17,7 @@ import (
 // prepare on the server fails. A lease held across Close ends as lost and
 // its transaction is gone. Counted on one MariaDB session.
 func TestCloseClosesStatements(t *testing.T) {
-	db := testdb.Fresh(t, sqllock.MySQL, 1)
+	db := testdb.Fresh(t, sqllock.MariaDB, 1)
 	ctx := context.Background()
 	before, session := testdb.SessionStatements(t, db.DB)
 

@@ -14,14 +14,14 @@ import (
 	"github.com/sqllock/sqllock/internal/sqlutil"
 )
 
-func init() { register(sqllock.MySQL, mysqlDialect{}) }
+func init() { register(sqllock.MariaDB, mysqlDialect{}) }
 
 // mysqlDialect is MariaDB: ? placeholders, backquoted names. (MySQL 8 has
 // no SEQUENCE, SET STATEMENT or WAIT n, which its statements use.)
 type mysqlDialect struct{}
 
 func (mysqlDialect) quote(name string) (string, error) {
-	return sqlutil.QuoteIdent(sqllock.MySQL, name)
+	return sqlutil.QuoteIdent(sqllock.MariaDB, name)
 }
 
 func (mysqlDialect) placeholder(int) string { return "?" }
@@ -111,7 +111,7 @@ func (s *mysqlStore) lock(ctx context.Context, a *attempt, key string, wait bool
 	if a.shared {
 		noWait, blocking = myShareNoWait, myShareWait
 		if s.noSharedTry && !wait {
-			return grant{}, false, fmt.Errorf("%w: no NOWAIT shared locking read common to MySQL 8 and MariaDB; use the MySQL dialect on MariaDB, or AcquireShared with a deadline", sqllock.ErrUnsupported)
+			return grant{}, false, fmt.Errorf("%w: no NOWAIT shared locking read common to MySQL 8 and MariaDB; use the MariaDB dialect on MariaDB, or AcquireShared with a deadline", sqllock.ErrUnsupported)
 		}
 	}
 	if wait {

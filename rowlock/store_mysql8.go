@@ -8,7 +8,7 @@ import (
 	"github.com/sqllock/sqllock"
 )
 
-func init() { register(sqllock.MySQLCommon, mysqlCommonDialect{}) }
+func init() { register(sqllock.MySQL, mysqlCommonDialect{}) }
 
 // mysqlCommonDialect is the MySQL path (MySQL 8, and MariaDB when chosen):
 // MariaDB's statements without NEXTVAL, WAIT n, SET STATEMENT and

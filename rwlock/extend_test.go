@@ -33,10 +33,10 @@ func rowKeys(key string) map[string]string {
 func remaining(t testing.TB, db *testdb.DB, key string) map[string]time.Duration {
 	t.Helper()
 	q := map[sqllock.Dialect]string{
-		sqllock.Postgres:    "SELECT (extract(epoch FROM expires_at - now()) * 1000000)::bigint FROM sqllock_semaphores WHERE lock_key = $1",
-		sqllock.MySQL:       "SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) FROM sqllock_semaphores WHERE lock_key = ?",
-		sqllock.MySQLCommon: "SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) FROM sqllock_semaphores WHERE lock_key = ?",
-		sqllock.SQLite:      "SELECT expires_at - CAST(unixepoch('subsec') * 1000000 AS INTEGER) FROM sqllock_semaphores WHERE lock_key = ?",
+		sqllock.Postgres: "SELECT (extract(epoch FROM expires_at - now()) * 1000000)::bigint FROM sqllock_semaphores WHERE lock_key = $1",
+		sqllock.MariaDB:  "SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) FROM sqllock_semaphores WHERE lock_key = ?",
+		sqllock.MySQL:    "SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) FROM sqllock_semaphores WHERE lock_key = ?",
+		sqllock.SQLite:   "SELECT expires_at - CAST(unixepoch('subsec') * 1000000 AS INTEGER) FROM sqllock_semaphores WHERE lock_key = ?",
 	}[db.Dialect]
 	out := map[string]time.Duration{}
 	for suffix, k := range rowKeys(key) {
@@ -78,10 +78,10 @@ func held(t testing.TB, db *testdb.DB, key string) (string, time.Duration) {
 func expire(t testing.TB, db *testdb.DB, key string) {
 	t.Helper()
 	q := map[sqllock.Dialect]string{
-		sqllock.Postgres:    "UPDATE sqllock_semaphores SET expires_at = now() - interval '1 second' WHERE lock_key = $1",
-		sqllock.MySQL:       "UPDATE sqllock_semaphores SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE lock_key = ?",
-		sqllock.MySQLCommon: "UPDATE sqllock_semaphores SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE lock_key = ?",
-		sqllock.SQLite:      "UPDATE sqllock_semaphores SET expires_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER) - 1000000 WHERE lock_key = ?",
+		sqllock.Postgres: "UPDATE sqllock_semaphores SET expires_at = now() - interval '1 second' WHERE lock_key = $1",
+		sqllock.MariaDB:  "UPDATE sqllock_semaphores SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE lock_key = ?",
+		sqllock.MySQL:    "UPDATE sqllock_semaphores SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE lock_key = ?",
+		sqllock.SQLite:   "UPDATE sqllock_semaphores SET expires_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER) - 1000000 WHERE lock_key = ?",
 	}[db.Dialect]
 	for _, k := range rowKeys(key) {
 		if _, err := db.ExecContext(context.Background(), q, k); err != nil {

@@ -16,9 +16,9 @@ const SizesTable = "sqllock_semaphore_sizes"
 var declareSQL = map[sqllock.Dialect]string{
 	sqllock.Postgres: `INSERT INTO sqllock_semaphore_sizes (sem_key, permits) VALUES ($1, $2)
 ON CONFLICT (sem_key) DO UPDATE SET permits = EXCLUDED.permits`,
-	sqllock.MySQL: `INSERT INTO sqllock_semaphore_sizes (sem_key, permits) VALUES (?, ?)
+	sqllock.MariaDB: `INSERT INTO sqllock_semaphore_sizes (sem_key, permits) VALUES (?, ?)
 ON DUPLICATE KEY UPDATE permits = VALUES(permits)`,
-	sqllock.MySQLCommon: `INSERT INTO sqllock_semaphore_sizes (sem_key, permits) VALUES (?, ?)
+	sqllock.MySQL: `INSERT INTO sqllock_semaphore_sizes (sem_key, permits) VALUES (?, ?)
 ON DUPLICATE KEY UPDATE permits = VALUES(permits)`,
 	sqllock.SQLite: `INSERT INTO sqllock_semaphore_sizes (sem_key, permits) VALUES (?1, ?2)
 ON CONFLICT (sem_key) DO UPDATE SET permits = excluded.permits`,

@@ -261,7 +261,7 @@ func (h *handler) load(ctx context.Context) *snapshot {
 		if waits, err = h.src.Waits(ctx); err != nil {
 			return failed(err)
 		}
-	case h.d == sqllock.MySQL:
+	case h.d == sqllock.MariaDB:
 		waits = holds.GateWaits(rows, adv)
 	}
 	s.WaitsKnown = waitsKnown(h.d, len(notes) > 0)
@@ -295,11 +295,11 @@ func waitsKnown(d sqllock.Dialect, psOff bool) string {
 	switch {
 	case d == sqllock.Postgres:
 		return "PostgreSQL: each held row's queue, the Lockers refused that wait for it (one per Locker, however many of its calls wait); a waiter that could not queue (behind a pooler) counts as one."
-	case d == sqllock.MySQL && !psOff:
+	case d == sqllock.MariaDB && !psOff:
 		return "MariaDB: the sessions waiting on a key's gate (GET_LOCK), as performance_schema shows them."
-	case d == sqllock.MySQL:
+	case d == sqllock.MariaDB:
 		return "MariaDB: a waiter waits on a gate (GET_LOCK) that only performance_schema shows, and it is off on this server: no waits per key."
-	case d == sqllock.MySQLCommon:
+	case d == sqllock.MySQL:
 		return "MySQL: waiters poll the row and leave no trace in the database: no waits per key."
 	}
 	return "SQLite: waiters poll the file and leave no trace in it: no waits per key."

@@ -30,7 +30,7 @@ WHERE lock_key = $1 AND expires_at <= now() RETURNING token`,
 FROM (SELECT set_config('synchronous_commit', 'off', true)) AS sc WHERE lock_key = $1 AND owner = $2 AND token = $3`,
 	},
 	// On MariaDB its token comes back as LAST_INSERT_ID.
-	sqllock.MySQL: {
+	sqllock.MariaDB: {
 		`UPDATE sqllock_locks SET token = LAST_INSERT_ID(NEXTVAL(sqllock_fence_seq)), hold_count = 1,
 	acquired_at = UTC_TIMESTAMP(6), host = 'raw', owner = ?, expires_at = UTC_TIMESTAMP(6) + INTERVAL 30 SECOND
 WHERE lock_key = ? AND expires_at <= UTC_TIMESTAMP(6)`,
@@ -57,7 +57,7 @@ const (
 var rawRow = map[sqllock.Dialect]string{
 	sqllock.Postgres: `INSERT INTO sqllock_locks (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
 VALUES ($1, '', 'raw', 0, 0, now(), now())`,
-	sqllock.MySQL: `INSERT INTO sqllock_locks (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
+	sqllock.MariaDB: `INSERT INTO sqllock_locks (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
 VALUES (?, '', 'raw', 0, 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`,
 }
 
@@ -65,7 +65,7 @@ VALUES (?, '', 'raw', 0, 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`,
 // beside the same two statements run by hand (prepared once, as a careful
 // hand-written version would be), in the same run.
 func BenchmarkAcquireRelease(b *testing.B) {
-	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL, sqllock.SQLite} {
+	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MariaDB, sqllock.SQLite} {
 		b.Run(d.String(), func(b *testing.B) {
 			db := testdb.Open(b, d)
 			ctx := context.Background()
@@ -115,7 +115,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 					switch {
 					case fence != nil:
 						token = rawSQLiteAcquire(b, db.DB, acq, fence, key, owner)
-					case d == sqllock.MySQL:
+					case d == sqllock.MariaDB:
 						token = rawMySQLAcquire(b, acq, key, owner)
 					default:
 						if err := acq.QueryRowContext(ctx, key, owner).Scan(&token); err != nil {
@@ -171,7 +171,7 @@ func rawSQLiteAcquire(b *testing.B, db *sql.DB, acq, fence *sql.Stmt, key, owner
 // BenchmarkHandoff measures release → a blocked waiter in another Locker
 // (its own listener, as in another process) returns. It reports p50 and p99.
 func BenchmarkHandoff(b *testing.B) {
-	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL, sqllock.SQLite} {
+	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MariaDB, sqllock.SQLite} {
 		b.Run(d.String(), func(b *testing.B) {
 			db := testdb.Open(b, d)
 			locktest.BenchHandoff(b, newLocker(b, db), newLocker(b, db))
@@ -184,10 +184,10 @@ func BenchmarkHandoff(b *testing.B) {
 func BenchmarkExtend(b *testing.B) {
 	raw := map[sqllock.Dialect]string{
 		sqllock.Postgres: `UPDATE sqllock_locks SET expires_at = GREATEST(expires_at, now() + interval '1 minute') WHERE lock_key = $1 AND owner = $2 AND token = $3 AND expires_at > now()`,
-		sqllock.MySQL:    `UPDATE sqllock_locks SET expires_at = GREATEST(expires_at, UTC_TIMESTAMP(6) + INTERVAL 1 MINUTE) WHERE lock_key = ? AND owner = ? AND token = ? AND expires_at > UTC_TIMESTAMP(6)`,
+		sqllock.MariaDB:  `UPDATE sqllock_locks SET expires_at = GREATEST(expires_at, UTC_TIMESTAMP(6) + INTERVAL 1 MINUTE) WHERE lock_key = ? AND owner = ? AND token = ? AND expires_at > UTC_TIMESTAMP(6)`,
 		sqllock.SQLite:   `UPDATE sqllock_locks SET expires_at = MAX(expires_at, ` + sqliteNow + ` + 60000000) WHERE lock_key = ?1 AND owner = ?2 AND token = ?3 AND expires_at > ` + sqliteNow,
 	}
-	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL, sqllock.SQLite} {
+	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MariaDB, sqllock.SQLite} {
 		b.Run(d.String(), func(b *testing.B) {
 			db := testdb.Open(b, d)
 			ctx := context.Background()
@@ -228,7 +228,7 @@ func BenchmarkExtend(b *testing.B) {
 // pg_stat_database: every waiter woken for one winner shows there.
 func BenchmarkHotKey(b *testing.B) {
 	const clients = 8
-	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL} {
+	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MariaDB} {
 		b.Run(d.String(), func(b *testing.B) {
 			ctx := context.Background()
 			b.Run("sqllock", func(b *testing.B) {
@@ -254,7 +254,7 @@ func BenchmarkHotKey(b *testing.B) {
 				b.Cleanup(func() { db.Exec("DROP TABLE " + table) })
 				take := "INSERT INTO " + table + " (lock_key) VALUES ($1) ON CONFLICT DO NOTHING"
 				free := "DELETE FROM " + table + " WHERE lock_key = $1"
-				if d == sqllock.MySQL {
+				if d == sqllock.MariaDB {
 					take = "INSERT IGNORE INTO " + table + " (lock_key) VALUES (?)"
 					free = "DELETE FROM " + table + " WHERE lock_key = ?"
 				}

@@ -59,7 +59,7 @@ func TestCancelledAcquireLeavesNothing(t *testing.T) {
 // one does, so that MariaDB would rather find live rows through the
 // expires_at index, where the give-back would not wait for the take.
 func TestCutOffTryLeavesNothing(t *testing.T) {
-	db := testdb.Open(t, sqllock.MySQL)
+	db := testdb.Open(t, sqllock.MariaDB)
 	ctx := context.Background()
 	table := fmt.Sprintf("tl_cutoff_%x", rand.Uint64())
 	if err := tablelock.CreateTable(ctx, db.DB, db.Dialect, table); err != nil {

@@ -148,7 +148,7 @@
 //     sessions) and discarded, so no statement is left waiting, even when
 //     the wait had not reached the server yet (MariaDB forgets a KILL
 //     QUERY that finds the session idle). [WithNotify](false) turns gates
-//     off. The MySQL path ([sqllock.MySQLCommon]) has none: a Galera
+//     off. The MySQL path ([sqllock.MySQL]) has none: a Galera
 //     node's named locks are its own.
 //   - MySQL path and SQLite, and MariaDB waiters without a gate to wait
 //     on: waiters poll with exponential backoff and

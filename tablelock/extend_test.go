@@ -17,10 +17,10 @@ import (
 func remaining(t testing.TB, db *testdb.DB, key string) time.Duration {
 	t.Helper()
 	q := map[sqllock.Dialect]string{
-		sqllock.Postgres:    "SELECT (extract(epoch FROM expires_at - now()) * 1000000)::bigint FROM sqllock_locks WHERE lock_key = $1",
-		sqllock.MySQL:       "SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) FROM sqllock_locks WHERE lock_key = ?",
-		sqllock.MySQLCommon: "SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) FROM sqllock_locks WHERE lock_key = ?",
-		sqllock.SQLite:      "SELECT expires_at - CAST(unixepoch('subsec') * 1000000 AS INTEGER) FROM sqllock_locks WHERE lock_key = ?",
+		sqllock.Postgres: "SELECT (extract(epoch FROM expires_at - now()) * 1000000)::bigint FROM sqllock_locks WHERE lock_key = $1",
+		sqllock.MariaDB:  "SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) FROM sqllock_locks WHERE lock_key = ?",
+		sqllock.MySQL:    "SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) FROM sqllock_locks WHERE lock_key = ?",
+		sqllock.SQLite:   "SELECT expires_at - CAST(unixepoch('subsec') * 1000000 AS INTEGER) FROM sqllock_locks WHERE lock_key = ?",
 	}[db.Dialect]
 	var us int64
 	if err := db.QueryRowContext(context.Background(), q, key).Scan(&us); err != nil {
@@ -34,10 +34,10 @@ func remaining(t testing.TB, db *testdb.DB, key string) time.Duration {
 func expireRow(t testing.TB, db *testdb.DB, key string) {
 	t.Helper()
 	q := map[sqllock.Dialect]string{
-		sqllock.Postgres:    "UPDATE sqllock_locks SET expires_at = now() - interval '1 second' WHERE lock_key = $1",
-		sqllock.MySQL:       "UPDATE sqllock_locks SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE lock_key = ?",
-		sqllock.MySQLCommon: "UPDATE sqllock_locks SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE lock_key = ?",
-		sqllock.SQLite:      "UPDATE sqllock_locks SET expires_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER) - 1000000 WHERE lock_key = ?",
+		sqllock.Postgres: "UPDATE sqllock_locks SET expires_at = now() - interval '1 second' WHERE lock_key = $1",
+		sqllock.MariaDB:  "UPDATE sqllock_locks SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE lock_key = ?",
+		sqllock.MySQL:    "UPDATE sqllock_locks SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE lock_key = ?",
+		sqllock.SQLite:   "UPDATE sqllock_locks SET expires_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER) - 1000000 WHERE lock_key = ?",
 	}[db.Dialect]
 	if _, err := db.ExecContext(context.Background(), q, key); err != nil {
 		t.Fatal(err)

@@ -14,7 +14,7 @@ import (
 
 // forNetworked runs fn for each dialect that has a network to break.
 func forNetworked(t *testing.T, fn func(t *testing.T, d sqllock.Dialect)) {
-	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL} {
+	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MariaDB} {
 		t.Run(d.String(), func(t *testing.T) { fn(t, d) })
 	}
 }

@@ -60,7 +60,7 @@ func gateKept(t *testing.T, db *testdb.DB, table, key string) bool {
 // waiter whose wait ends (its context, its Locker's Close) leaves no
 // statement waiting on the server.
 func TestGateWakesWaiters(t *testing.T) {
-	db := testdb.Open(t, sqllock.MySQL)
+	db := testdb.Open(t, sqllock.MariaDB)
 	table := privateTable(t, db)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -82,7 +82,7 @@ func TestGateWakesWaiters(t *testing.T) {
 
 	t.Run("waiter elsewhere in this process", func(t *testing.T) {
 		key := locktest.Key(t)
-		waiter := newLocker(t, testdb.Fresh(t, sqllock.MySQL, 0), slow...)
+		waiter := newLocker(t, testdb.Fresh(t, sqllock.MariaDB, 0), slow...)
 		a, err := holder.Acquire(ctx, key)
 		if err != nil {
 			t.Fatal(err)
@@ -127,7 +127,7 @@ func TestGateWakesWaiters(t *testing.T) {
 
 	t.Run("cancelled and closed waiters leave no wait", func(t *testing.T) {
 		key := locktest.Key(t)
-		waiter, err := tablelock.New(testdb.Fresh(t, sqllock.MySQL, 0).DB, sqllock.MySQL, slow...)
+		waiter, err := tablelock.New(testdb.Fresh(t, sqllock.MariaDB, 0).DB, sqllock.MariaDB, slow...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,7 +181,7 @@ func TestGateWaiterChild(t *testing.T) {
 		t.Skip("the child of TestGateWakesWaiters")
 	}
 	table, key, _ := strings.Cut(v, "/")
-	db := testdb.Open(t, sqllock.MySQL)
+	db := testdb.Open(t, sqllock.MariaDB)
 	l := newLocker(t, db, tablelock.WithTable(table), tablelock.WithMaxBackoff(time.Minute))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

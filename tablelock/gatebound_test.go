@@ -118,7 +118,7 @@ func (l *driverLog) Print(v ...any) {
 // holder keeps its key for the whole test (TTL 5s, renewed), so a wait
 // that missed its cancel blocks for the lease's remaining seconds.
 func TestGateCancelBeforeWaitReachesServer(t *testing.T) {
-	db := testdb.Open(t, sqllock.MySQL)
+	db := testdb.Open(t, sqllock.MariaDB)
 	table := privateTable(t, db)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -138,7 +138,7 @@ func TestGateCancelBeforeWaitReachesServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer sdb.Close()
-		waiter, err := tablelock.New(sdb, sqllock.MySQL, slow...)
+		waiter, err := tablelock.New(sdb, sqllock.MariaDB, slow...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -188,7 +188,7 @@ func TestGateCancelBeforeWaitReachesServer(t *testing.T) {
 		// set when it was opened.
 		var complaints driverLog
 		_ = mysql.SetLogger(&complaints)
-		waiter := newLocker(t, testdb.Fresh(t, sqllock.MySQL, 0), slow...)
+		waiter := newLocker(t, testdb.Fresh(t, sqllock.MariaDB, 0), slow...)
 		_ = mysql.SetLogger(log.New(os.Stderr, "[mysql] ", log.Ldate|log.Ltime|log.Lshortfile))
 		const rounds = 300
 		var late []string
@@ -231,15 +231,15 @@ func TestGateCancelBeforeWaitReachesServer(t *testing.T) {
 // key soon after the next holder's release, not at the old holder's
 // renewal.
 func TestGateForceReleasedHolder(t *testing.T) {
-	db := testdb.Open(t, sqllock.MySQL)
+	db := testdb.Open(t, sqllock.MariaDB)
 	table := privateTable(t, db)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	opts := []tablelock.Option{tablelock.WithTable(table), tablelock.WithTTL(30 * time.Second)}
-	old := newLocker(t, testdb.Fresh(t, sqllock.MySQL, 0), opts...)
-	next := newLocker(t, testdb.Fresh(t, sqllock.MySQL, 0), opts...)
+	old := newLocker(t, testdb.Fresh(t, sqllock.MariaDB, 0), opts...)
+	next := newLocker(t, testdb.Fresh(t, sqllock.MariaDB, 0), opts...)
 	operator := newLocker(t, db, opts...)
-	waiter := newLocker(t, testdb.Fresh(t, sqllock.MySQL, 0), tablelock.WithTable(table), tablelock.WithMaxBackoff(time.Minute))
+	waiter := newLocker(t, testdb.Fresh(t, sqllock.MariaDB, 0), tablelock.WithTable(table), tablelock.WithMaxBackoff(time.Minute))
 	key := locktest.Key(t)
 
 	a, err := old.Acquire(ctx, key)
@@ -294,8 +294,8 @@ func TestGateForceReleasedHolder(t *testing.T) {
 // holds a key for more than two TTLs, with a waiter in the next Locker;
 // no lease is lost, every release is quick and every waiter is served.
 func TestGatesShareCappedPool(t *testing.T) {
-	db := testdb.Fresh(t, sqllock.MySQL, 4)
-	table := privateTable(t, testdb.Open(t, sqllock.MySQL))
+	db := testdb.Fresh(t, sqllock.MariaDB, 4)
+	table := privateTable(t, testdb.Open(t, sqllock.MariaDB))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const n = 4
@@ -359,7 +359,7 @@ func TestGatesShareCappedPool(t *testing.T) {
 // (1s) and looks at the row again: about one wait a second, each on a
 // pooled session whose id is looked up once, not once per wait.
 func TestGateWaitBounded(t *testing.T) {
-	db := testdb.Open(t, sqllock.MySQL)
+	db := testdb.Open(t, sqllock.MariaDB)
 	table := privateTable(t, db)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -376,7 +376,7 @@ func TestGateWaitBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cdb.Close()
-	waiter, err := tablelock.New(cdb, sqllock.MySQL, tablelock.WithTable(table), tablelock.WithMaxBackoff(time.Minute))
+	waiter, err := tablelock.New(cdb, sqllock.MariaDB, tablelock.WithTable(table), tablelock.WithMaxBackoff(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 // prepare on the server fails. Close closes them even while a lease is
 // held: it ends that lease. Counted on one MariaDB session.
 func TestCloseClosesStatements(t *testing.T) {
-	db := testdb.Fresh(t, sqllock.MySQL, 1)
+	db := testdb.Fresh(t, sqllock.MariaDB, 1)
 	ctx := context.Background()
 	before, session := testdb.SessionStatements(t, db.DB)
 

@@ -77,12 +77,12 @@ type stormMode struct {
 
 func stormModes() []stormMode {
 	if testdb.CommonMode() {
-		return []stormMode{{"MySQLCommon", sqllock.MySQLCommon, false}}
+		return []stormMode{{"MySQL", sqllock.MySQL, false}}
 	}
 	return []stormMode{
 		{"PostgresFair", sqllock.Postgres, true},
 		{"PostgresDefault", sqllock.Postgres, false},
-		{"MySQL", sqllock.MySQL, false},
+		{"MariaDB", sqllock.MariaDB, false},
 		{"SQLite", sqllock.SQLite, false},
 	}
 }

@@ -28,7 +28,7 @@ func deleteRow(t testing.TB, db *testdb.DB, key string) {
 	t.Helper()
 	q := map[sqllock.Dialect]string{
 		sqllock.Postgres: "DELETE FROM sqllock_locks WHERE lock_key = $1",
-		sqllock.MySQL:    "DELETE FROM sqllock_locks WHERE lock_key = ?", sqllock.MySQLCommon: "DELETE FROM sqllock_locks WHERE lock_key = ?",
+		sqllock.MariaDB:  "DELETE FROM sqllock_locks WHERE lock_key = ?", sqllock.MySQL: "DELETE FROM sqllock_locks WHERE lock_key = ?",
 		sqllock.SQLite: "DELETE FROM sqllock_locks WHERE lock_key = ?",
 	}[db.Dialect]
 	res, err := db.ExecContext(context.Background(), q, key)

@@ -65,7 +65,7 @@ func TestNilProviders(t *testing.T) {
 // BenchmarkTelemetry: uncontended Acquire+Release with telemetry off and
 // on, alternated (see locktest.BenchTelemetry).
 func BenchmarkTelemetry(b *testing.B) {
-	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL, sqllock.SQLite} {
+	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MariaDB, sqllock.SQLite} {
 		b.Run(d.String(), func(b *testing.B) {
 			db := testdb.Open(b, d)
 			// The default TTL: a loaded machine must not expire the lease.

@@ -43,7 +43,7 @@ func findAdvisory(rows []lockRow, key string) *lockRow {
 // held. It now lists them where the server shows them, and says what it
 // cannot see where it does not.
 func TestLocksShowsAdvisory(t *testing.T) {
-	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL} {
+	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MariaDB} {
 		t.Run(d.String(), func(t *testing.T) {
 			db := testdb.Open(t, d)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -74,7 +74,7 @@ func TestLocksShowsAdvisory(t *testing.T) {
 				if len(notes) == 0 || !strings.Contains(notes[0], "--key") {
 					t.Errorf("notes %q do not say how to name the ids", notes)
 				}
-			case sqllock.MySQL:
+			case sqllock.MariaDB:
 				var ps int
 				if err := db.QueryRowContext(ctx, "SELECT @@performance_schema").Scan(&ps); err != nil {
 					t.Fatal(err)
@@ -123,7 +123,7 @@ func TestLocksMySQLPerformanceSchema(t *testing.T) {
 	defer waiter.Close()
 	go waiter.ExecContext(ctx, "SELECT GET_LOCK(?, 2)", name)
 	time.Sleep(300 * time.Millisecond)
-	rows, notes, err := advisoryLocks(ctx, db, sqllock.MySQL, advisory.DefaultNamespace, nil)
+	rows, notes, err := advisoryLocks(ctx, db, sqllock.MariaDB, advisory.DefaultNamespace, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

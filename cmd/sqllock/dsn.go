@@ -22,7 +22,7 @@ type target struct {
 	raw      string // as given to --dsn; "" for the embedded database
 	display  string // for people: no password
 	embedded bool   // the default SQLite file, migrated on first use
-	// pinned: the DSN named the MySQL path (sqllock_dialect), which the
+	// pinned: the DSN named the path (sqllock_dialect), which the
 	// server's flavour then does not override.
 	pinned bool
 	// singleWriter: the DSN declared lock traffic goes to one Galera node
@@ -231,7 +231,7 @@ func withParam(dsn, key, value string) string {
 
 func mysqlTarget(raw string, cfg *mysql.Config) (target, error) {
 	cfg.ParseTime = true // goose scans its timestamps into time.Time
-	t := target{dialect: sqllock.MySQL, driver: "mysql", raw: raw,
+	t := target{dialect: sqllock.MariaDB, driver: "mysql", raw: raw,
 		display: fmt.Sprintf("mysql %s@%s/%s", cfg.User, cfg.Addr, cfg.DBName)}
 	t.secrets = addSecret(t.secrets, cfg.Passwd)
 	// sqllock's own parameters, taken out: the driver would send any other
@@ -239,12 +239,12 @@ func mysqlTarget(raw string, cfg *mysql.Config) (target, error) {
 	if v, ok := cfg.Params["sqllock_dialect"]; ok {
 		delete(cfg.Params, "sqllock_dialect")
 		switch strings.ToLower(v) {
-		case "mysql8", "mysql-common", "common":
-			t.dialect = sqllock.MySQLCommon
-		case "mariadb", "mysql":
+		case "mysql", "mysql8", "mysql-common", "common":
 			t.dialect = sqllock.MySQL
+		case "mariadb":
+			t.dialect = sqllock.MariaDB
 		default:
-			return target{}, fmt.Errorf("sqllock_dialect=%s: want mariadb or mysql8", v)
+			return target{}, fmt.Errorf("sqllock_dialect=%s: want mariadb or mysql", v)
 		}
 		t.pinned = true
 	}

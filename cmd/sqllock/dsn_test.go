@@ -27,11 +27,11 @@ func TestParseDSN(t *testing.T) {
 		{"postgres://u:p@db:5432/app?sslmode=disable", sqllock.Postgres, "postgres://u:p@db:5432/app?sslmode=disable"},
 		{"postgresql://u@db/app", sqllock.Postgres, ""},
 		{"host=db user=u dbname=app", sqllock.Postgres, "host=db user=u dbname=app"},
-		{"mysql://root@127.0.0.1:3306/test", sqllock.MySQL, "root@tcp(127.0.0.1:3306)/test?parseTime=true"},
-		{"mysql://root@db/test", sqllock.MySQL, "root@tcp(db:3306)/test?parseTime=true"},
-		{"mysql://u:p%40ss@db:3307/app?timeout=5s", sqllock.MySQL, "u:p@ss@tcp(db:3307)/app?parseTime=true&timeout=5s"},
-		{"mariadb://u@[::1]:3306/app", sqllock.MySQL, "u@tcp([::1]:3306)/app?parseTime=true"},
-		{"root@tcp(127.0.0.1:3306)/test", sqllock.MySQL, "root@tcp(127.0.0.1:3306)/test?parseTime=true"},
+		{"mysql://root@127.0.0.1:3306/test", sqllock.MariaDB, "root@tcp(127.0.0.1:3306)/test?parseTime=true"},
+		{"mysql://root@db/test", sqllock.MariaDB, "root@tcp(db:3306)/test?parseTime=true"},
+		{"mysql://u:p%40ss@db:3307/app?timeout=5s", sqllock.MariaDB, "u:p@ss@tcp(db:3307)/app?parseTime=true&timeout=5s"},
+		{"mariadb://u@[::1]:3306/app", sqllock.MariaDB, "u@tcp([::1]:3306)/app?parseTime=true"},
+		{"root@tcp(127.0.0.1:3306)/test", sqllock.MariaDB, "root@tcp(127.0.0.1:3306)/test?parseTime=true"},
 		{"sqlite://locks.db", sqllock.SQLite, sqliteDSN("locks.db")},
 		{"sqlite:///var/lib/app/locks.db", sqllock.SQLite, sqliteDSN("/var/lib/app/locks.db")},
 	} {
@@ -206,13 +206,13 @@ func TestMySQLDriverForms(t *testing.T) {
 		dialect      sqllock.Dialect
 		addr, dbName string
 	}{
-		{"app:pw@/test", sqllock.MySQL, "127.0.0.1:3306", "test"},
-		{"app:pw@/test?timeout=5s&tls=true", sqllock.MySQL, "127.0.0.1:3306", "test"},
-		{"app@/test", sqllock.MySQL, "127.0.0.1:3306", "test"},
-		{"/test", sqllock.MySQL, "127.0.0.1:3306", "test"},
-		{"app:p=w@/test?x=y", sqllock.MySQL, "127.0.0.1:3306", "test"},
-		{"app:pw@tcp(db:3307)/test", sqllock.MySQL, "db:3307", "test"},
-		{"app:pw@unix(/run/mysqld/mysqld.sock)/test", sqllock.MySQL, "/run/mysqld/mysqld.sock", "test"},
+		{"app:pw@/test", sqllock.MariaDB, "127.0.0.1:3306", "test"},
+		{"app:pw@/test?timeout=5s&tls=true", sqllock.MariaDB, "127.0.0.1:3306", "test"},
+		{"app@/test", sqllock.MariaDB, "127.0.0.1:3306", "test"},
+		{"/test", sqllock.MariaDB, "127.0.0.1:3306", "test"},
+		{"app:p=w@/test?x=y", sqllock.MariaDB, "127.0.0.1:3306", "test"},
+		{"app:pw@tcp(db:3307)/test", sqllock.MariaDB, "db:3307", "test"},
+		{"app:pw@unix(/run/mysqld/mysqld.sock)/test", sqllock.MariaDB, "/run/mysqld/mysqld.sock", "test"},
 		{"host=/var/run/postgresql dbname=app", sqllock.Postgres, "", ""},
 		{"user=app password=a@b/c host=db", sqllock.Postgres, "", ""},
 		{" dbname = app host=db", sqllock.Postgres, "", ""},
@@ -226,7 +226,7 @@ func TestMySQLDriverForms(t *testing.T) {
 			t.Errorf("parseDSN(%q) is a %v DSN, want %v", tc.in, tg.dialect, tc.dialect)
 			continue
 		}
-		if tc.dialect != sqllock.MySQL {
+		if tc.dialect != sqllock.MariaDB {
 			continue
 		}
 		cfg, err := mysql.ParseDSN(tg.dsn)
@@ -380,7 +380,7 @@ func FuzzDSNPassword(f *testing.F) {
 func driverPassword(t *testing.T, tg target) string {
 	t.Helper()
 	switch tg.dialect {
-	case sqllock.MySQL:
+	case sqllock.MariaDB:
 		cfg, err := mysql.ParseDSN(tg.dsn)
 		if err != nil {
 			t.Fatalf("driver DSN %q: %v", tg.dsn, err)

@@ -22,7 +22,11 @@
 // its own). On a postgres DSN, sqllock_pooler=transaction declares a
 // transaction-pooling proxy (PgBouncer's pool_mode = transaction): every
 // Locker the command builds works through it, and the commands that
-// cannot (migrate up|down) refuse at once saying why.
+// cannot (migrate up|down) refuse at once saying why. On a mysql DSN the
+// server picks the path (MariaDB's own on MariaDB, the MySQL path on MySQL
+// 8 and Galera) unless sqllock_dialect=mariadb or sqllock_dialect=mysql
+// (mysql8 is an old alias) names it; sqllock_single_writer=1 declares that
+// lock traffic reaches one Galera node.
 // SQLLOCK_DSN is the default. Without either, the command uses
 // an embedded SQLite file in --data-dir (default: a sqllock folder in the
 // user's state folder, $XDG_STATE_HOME or else ~/.local/state, made 0700;
@@ -126,7 +130,9 @@ commands:
 
 common flags:
   --dsn DSN         postgres://..., mysql://..., sqlite://path (default $SQLLOCK_DSN;
-                    without it an embedded SQLite file in --data-dir)
+                    without it an embedded SQLite file in --data-dir); on
+                    mysql, ?sqllock_dialect=mariadb|mysql names the path
+                    the server would otherwise pick
   --data-dir DIR    folder of the embedded SQLite database (default
                     ~/.local/state/sqllock, or in $XDG_STATE_HOME)
 

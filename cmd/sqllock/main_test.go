@@ -122,7 +122,7 @@ func (d dbTarget) tables(t *testing.T) int {
 	}
 	q := map[sqllock.Dialect]string{
 		sqllock.Postgres: `SELECT count(*) FROM pg_tables WHERE schemaname = 'public'`,
-		sqllock.MySQL:    `SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE()`,
+		sqllock.MariaDB:  `SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE()`,
 		sqllock.SQLite:   `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`,
 	}[d.dialect]
 	var n int
@@ -141,7 +141,7 @@ func privateDB(t *testing.T, d sqllock.Dialect) dbTarget {
 	case sqllock.SQLite:
 		path := testdb.SQLitePath(s.DSN)
 		return dbTarget{dialect: d, dsn: "sqlite://" + path, db: s.DB, path: path}
-	case sqllock.MySQL:
+	case sqllock.MariaDB:
 		cfg, err := mysql.ParseDSN(s.DSN)
 		if err != nil || cfg.Net != "tcp" {
 			t.Skipf("the MySQL DSN is not a TCP one; these tests need one")
@@ -347,7 +347,7 @@ func TestDemoStockNone(t *testing.T) {
 }
 
 func TestDemoStock(t *testing.T) {
-	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL} {
+	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MariaDB} {
 		t.Run(d.String(), func(t *testing.T) {
 			tg := migrated(t, d)
 			checkStock(t, sqllockCmd(t, "demo", "stock", "--dsn", tg.dsn, "--units", "60", "--json"), 60, onServers)
@@ -669,7 +669,7 @@ func TestBench(t *testing.T) {
 		human.want(t, 0, "uncontended acquire+release", "handoff p99", "raw SQL", "retries per op", "summary", "advisory: skipped",
 			"multi-client", "busiest share", "handoff p50, other process", "idle waiter")
 	})
-	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL} {
+	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MariaDB} {
 		t.Run(d.String(), func(t *testing.T) {
 			tg := migrated(t, d)
 			checkBench(t, sqllockCmd(t, append([]string{"bench", "--dsn", tg.dsn}, short...)...), d, onServers)

@@ -129,7 +129,7 @@ func cmdMigrate(ctx context.Context, args []string, e env) error {
 // no source tree beside it. It touches no database, and refuses to
 // overwrite a file that differs from the embedded one.
 func exportMigrations(e env, dir, only string) error {
-	dialects := []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL, sqllock.SQLite}
+	dialects := []sqllock.Dialect{sqllock.Postgres, sqllock.MariaDB, sqllock.SQLite}
 	if only != "" {
 		d, err := sqllock.ParseDialect(only)
 		if err != nil {
@@ -164,7 +164,7 @@ func exportMigrations(e env, dir, only string) error {
 			}
 		}
 		fmt.Fprintf(e.stdout, "wrote %d migrations to %s  (goose -dir %s -table %s %s \"$DSN\" up)\n",
-			len(entries), out, out, migrations.VersionTable, map[sqllock.Dialect]string{sqllock.Postgres: "postgres", sqllock.MySQL: "mysql", sqllock.SQLite: "sqlite3"}[d])
+			len(entries), out, out, migrations.VersionTable, map[sqllock.Dialect]string{sqllock.Postgres: "postgres", sqllock.MariaDB: "mysql", sqllock.MySQL: "mysql", sqllock.SQLite: "sqlite3"}[d])
 	}
 	return nil
 }

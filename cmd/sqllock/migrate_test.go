@@ -13,7 +13,7 @@ import (
 // TestDownDescribed: migrate down can say what every shipped migration's
 // Down section drops, so its refusal without --force is never vague.
 func TestDownDescribed(t *testing.T) {
-	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL, sqllock.SQLite} {
+	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MariaDB, sqllock.SQLite} {
 		dir, err := migrations.Dir(d)
 		if err != nil {
 			t.Fatal(err)
@@ -45,7 +45,7 @@ func TestDownDescribedBlock(t *testing.T) {
 // again (no CREATE OR REPLACE FUNCTION there), and rows written to raise a
 // counter: both are changes, nothing is dropped.
 func TestDownDescribedRedefined(t *testing.T) {
-	drops, changes, err := downObjects(sqllock.MySQL, "00015_one_token_source.sql")
+	drops, changes, err := downObjects(sqllock.MariaDB, "00015_one_token_source.sql")
 	if err != nil || len(drops) != 0 ||
 		!slices.Equal(changes, []string{"table sqllock_tickets", "function sqllock_next_token"}) {
 		t.Fatalf("drops %q, changes %q, %v", drops, changes, err)

@@ -40,7 +40,7 @@ type strategy struct {
 	demoOnly bool
 }
 
-var allDialects = []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL, sqllock.SQLite, sqllock.MySQLCommon}
+var allDialects = []sqllock.Dialect{sqllock.Postgres, sqllock.MariaDB, sqllock.SQLite, sqllock.MySQL}
 
 // strategies is the table the commands read.
 var strategies = []strategy{
@@ -50,7 +50,7 @@ var strategies = []strategy{
 		buy:       lockedBuy,
 	},
 	{
-		name: "rowlock", dialects: []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL, sqllock.MySQLCommon},
+		name: "rowlock", dialects: []sqllock.Dialect{sqllock.Postgres, sqllock.MariaDB, sqllock.MySQL},
 		why:       "SQLite has no SELECT ... FOR UPDATE; use tablelock",
 		newLocker: lockers.Rowlock,
 		buy:       rowlockBuy,
@@ -61,7 +61,7 @@ var strategies = []strategy{
 		buy: optimisticBuy,
 	},
 	{
-		name: "advisory", dialects: []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL, sqllock.MySQLCommon},
+		name: "advisory", dialects: []sqllock.Dialect{sqllock.Postgres, sqllock.MariaDB, sqllock.MySQL},
 		why:       "SQLite has no advisory locks; use tablelock",
 		newLocker: lockers.Advisory,
 		buy:       advisoryBuy,

@@ -491,7 +491,7 @@ func TestWebStatementsPerRefresh(t *testing.T) {
 	// pg_locks, the waiting and the listening sessions and the queues of
 	// the three tables; MySQL @@performance_schema (and its locks where it
 	// is on).
-	want := map[sqllock.Dialect]int64{sqllock.Postgres: 9, sqllock.MySQL: 6, sqllock.MySQLCommon: 6, sqllock.SQLite: 5}
+	want := map[sqllock.Dialect]int64{sqllock.Postgres: 9, sqllock.MariaDB: 6, sqllock.MySQL: 6, sqllock.SQLite: 5}
 	forEachDB(t, func(t *testing.T, d dbTarget) {
 		sqllockCmd(t, "migrate", "up", "--dsn", d.dsn).want(t, 0)
 		if d.dialect.IsMySQL() {

@@ -43,7 +43,7 @@ import (
 )
 
 func main() {
-	dialectName := flag.String("dialect", "sqlite", "postgres, mysql or sqlite")
+	dialectName := flag.String("dialect", "sqlite", "postgres, mariadb, mysql or sqlite")
 	dsn := flag.String("dsn", "", "the driver's DSN (default: a SQLite file in the temporary directory)")
 	addr := flag.String("addr", "127.0.0.1:9464", "where to serve /metrics")
 	workers := flag.Int("workers", 8, "goroutines contending")
@@ -57,7 +57,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	driver := map[sqllock.Dialect]string{sqllock.Postgres: "pgx", sqllock.MySQL: "mysql", sqllock.SQLite: "sqlite"}[d]
+	driver := map[sqllock.Dialect]string{sqllock.Postgres: "pgx", sqllock.MariaDB: "mysql", sqllock.MySQL: "mysql", sqllock.SQLite: "sqlite"}[d]
 	if *dsn == "" {
 		if d != sqllock.SQLite {
 			log.Fatal("-dsn is needed for ", d)

@@ -51,7 +51,7 @@ func TestScrapeAfterContention(t *testing.T) {
 			t.Fatal(err)
 		}
 		page := string(body)
-		sys := map[string]string{"postgres": "postgresql", "mysql": "mysql", "mysql8": "mysql", "sqlite": "sqlite"}[db.Dialect.String()]
+		sys := map[string]string{"postgres": "postgresql", "mariadb": "mysql", "mysql": "mysql", "sqlite": "sqlite"}[db.Dialect.String()]
 		for _, c := range []struct {
 			series string
 			want   int64 // at least; -1: present, any value

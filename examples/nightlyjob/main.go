@@ -38,7 +38,7 @@ import (
 )
 
 func main() {
-	dialectName := flag.String("dialect", "sqlite", "postgres, mysql or sqlite")
+	dialectName := flag.String("dialect", "sqlite", "postgres, mariadb, mysql or sqlite")
 	dsn := flag.String("dsn", "", "the driver's DSN (default: a SQLite file in the temporary directory)")
 	spec := flag.String("cron", "0 2 * * *", "when the job fires, a cron expression")
 	tz := flag.String("tz", "Local", "the time zone of -cron")
@@ -51,7 +51,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	driver := map[sqllock.Dialect]string{sqllock.Postgres: "pgx", sqllock.MySQL: "mysql", sqllock.SQLite: "sqlite"}[d]
+	driver := map[sqllock.Dialect]string{sqllock.Postgres: "pgx", sqllock.MariaDB: "mysql", sqllock.MySQL: "mysql", sqllock.SQLite: "sqlite"}[d]
 	if *dsn == "" {
 		if d != sqllock.SQLite {
 			log.Fatal("-dsn is needed for ", d)

@@ -76,7 +76,7 @@ func TestThreeReplicas(t *testing.T) {
 		switch d {
 		case sqllock.Postgres:
 			handles = append(handles, pgx, sqlxH)
-		case sqllock.MySQL, sqllock.MySQLCommon:
+		case sqllock.MariaDB, sqllock.MySQL:
 			handles = append(handles, sqlxH)
 		}
 		for _, h := range handles {

@@ -191,7 +191,7 @@ func TestSellOrder(t *testing.T) {
 			return func(ctx context.Context, o map[string]int) error { return sellOrderPgx(ctx, pool, o) }
 		}},
 	}
-	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL} {
+	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MariaDB} {
 		for _, fl := range flavours {
 			if fl.name == "pgx" && d != sqllock.Postgres {
 				continue

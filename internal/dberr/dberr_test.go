@@ -12,7 +12,7 @@ import (
 // The server's own errors, not made-up ones: a missing function is 1305,
 // a syntax error is something else, and no error is no number.
 func TestMySQLNumber(t *testing.T) {
-	db := testdb.Open(t, sqllock.MySQL)
+	db := testdb.Open(t, sqllock.MariaDB)
 	ctx := context.Background()
 	var n int
 	err := db.QueryRowContext(ctx, "SELECT sqllock_no_such_function()").Scan(&n)

@@ -26,7 +26,7 @@ func AdvisoryLocks(ctx context.Context, db *sql.DB, d sqllock.Dialect, namespace
 	switch d {
 	case sqllock.Postgres:
 		return pgAdvisory(ctx, db, namespace, names)
-	case sqllock.MySQL, sqllock.MySQLCommon:
+	case sqllock.MariaDB, sqllock.MySQL:
 		return mysqlAdvisory(ctx, db, d, namespace, names)
 	}
 	return nil, nil, nil

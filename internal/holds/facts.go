@@ -63,10 +63,10 @@ func (s *Source) addFacts(ctx context.Context, rows []Row) error {
 // dueMicros reads sqllock_job_schedule.next_due as microseconds since the
 // Unix epoch, whatever the session's time zone.
 var dueMicros = map[sqllock.Dialect]string{
-	sqllock.Postgres:    `(extract(epoch FROM next_due) * 1000000)::bigint`,
-	sqllock.MySQL:       `TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', next_due)`,
-	sqllock.MySQLCommon: `TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', next_due)`,
-	sqllock.SQLite:      `next_due`,
+	sqllock.Postgres: `(extract(epoch FROM next_due) * 1000000)::bigint`,
+	sqllock.MariaDB:  `TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', next_due)`,
+	sqllock.MySQL:    `TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', next_due)`,
+	sqllock.SQLite:   `next_due`,
 }
 
 // facts reads column value of table by its name column for names (all:

@@ -269,7 +269,7 @@ func TableExists(ctx context.Context, db *sql.DB, d sqllock.Dialect, name string
 	switch d {
 	case sqllock.Postgres:
 		q = `SELECT count(*) FROM pg_tables WHERE schemaname = current_schema() AND tablename = $1`
-	case sqllock.MySQL, sqllock.MySQLCommon:
+	case sqllock.MariaDB, sqllock.MySQL:
 		q = `SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?`
 	case sqllock.SQLite:
 		q = `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?`

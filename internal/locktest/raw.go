@@ -23,7 +23,7 @@ ON CONFLICT (lock_key) DO UPDATE SET token = nextval('sqllock_fence_seq'), hold_
 	acquired_at = now(), expires_at = EXCLUDED.expires_at
 WHERE t.expires_at <= now() RETURNING t.token`,
 			`UPDATE ` + table + ` SET hold_count = 0, owner = '', expires_at = now() WHERE lock_key = $1 AND owner = $2 AND token = $3`, ""
-	case sqllock.MySQL:
+	case sqllock.MariaDB:
 		return `INSERT INTO ` + table + ` (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
 VALUES (?, ?, 'raw', 1, NEXTVAL(sqllock_fence_seq), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 SECOND)
 ON DUPLICATE KEY UPDATE token = IF(expires_at <= UTC_TIMESTAMP(6), NEXTVAL(sqllock_fence_seq), token),
@@ -31,7 +31,7 @@ ON DUPLICATE KEY UPDATE token = IF(expires_at <= UTC_TIMESTAMP(6), NEXTVAL(sqllo
 	expires_at = IF(owner = VALUES(owner), VALUES(expires_at), expires_at)
 RETURNING token`,
 			`UPDATE ` + table + ` SET hold_count = 0, owner = '', expires_at = UTC_TIMESTAMP(6) WHERE lock_key = ? AND owner = ? AND token = ?`, ""
-	case sqllock.MySQLCommon:
+	case sqllock.MySQL:
 		// No RETURNING: the token comes back through LAST_INSERT_ID, as the
 		// MySQL path's own take reads it (BenchRawTakeFree).
 		return `INSERT INTO ` + table + ` (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
@@ -77,7 +77,7 @@ func BenchRawTakeFree(b *testing.B, db *sql.DB, d sqllock.Dialect, table, key st
 	owner := identity.NewOwner()
 	for b.Loop() {
 		var token int64
-		if d == sqllock.MySQLCommon {
+		if d == sqllock.MySQL {
 			res, err := acq.ExecContext(ctx, key, owner)
 			if err != nil {
 				b.Fatal(err)

@@ -114,7 +114,7 @@ func Metrics(t *testing.T, tg TelemetryTarget) metricdata.ResourceMetrics {
 	key := Key(t)
 	sys := "postgresql"
 	switch tg.DB.Dialect {
-	case sqllock.MySQL, sqllock.MySQLCommon:
+	case sqllock.MariaDB, sqllock.MySQL:
 		sys = "mysql"
 	case sqllock.SQLite:
 		sys = "sqlite"
@@ -406,7 +406,7 @@ func OnlyStrategy(t testing.TB, rm metricdata.ResourceMetrics, strategy string) 
 // System is the db.system value of dialect d.
 func System(d sqllock.Dialect) string {
 	switch d {
-	case sqllock.MySQL, sqllock.MySQLCommon:
+	case sqllock.MariaDB, sqllock.MySQL:
 		return "mysql"
 	case sqllock.SQLite:
 		return "sqlite"

@@ -28,7 +28,7 @@ func TestCommonPathStatements(t *testing.T) {
 
 func commonStores() (common, mariadb any) {
 	cfg := Config{Table: "sqllock_locks"}
-	c, _ := newStore(sqllock.MySQLCommon, cfg)
-	m, _ := newStore(sqllock.MySQL, cfg)
+	c, _ := newStore(sqllock.MySQL, cfg)
+	m, _ := newStore(sqllock.MariaDB, cfg)
 	return c, m
 }

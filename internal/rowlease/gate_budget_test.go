@@ -53,7 +53,7 @@ func TestGateBudgetShared(t *testing.T) {
 	db.SetMaxOpenConns(4)
 	var gates []*Gate
 	for range 3 {
-		tbl, err := Open(db, sqllock.MySQL, Config{Table: "sqllock_locks"})
+		tbl, err := Open(db, sqllock.MariaDB, Config{Table: "sqllock_locks"})
 		if err != nil {
 			t.Fatal(err)
 		}

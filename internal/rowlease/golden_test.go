@@ -25,8 +25,8 @@ var lockTableModes = []struct {
 	{"postgres-notify-async.sql", sqllock.Postgres, Config{Notify: true, AsyncCommit: true}},
 	{"postgres-fair.sql", sqllock.Postgres, Config{Notify: true, Fair: true}},
 	{"postgres-fair-async.sql", sqllock.Postgres, Config{Notify: true, Fair: true, AsyncCommit: true}},
+	{"mariadb.sql", sqllock.MariaDB, Config{}},
 	{"mysql.sql", sqllock.MySQL, Config{}},
-	{"mysql-common.sql", sqllock.MySQLCommon, Config{}},
 	{"sqlite.sql", sqllock.SQLite, Config{}},
 }
 
@@ -67,7 +67,7 @@ func TestGoldenModesCovered(t *testing.T) {
 	for _, m := range lockTableModes {
 		files[renderStore(t, m.d, m.cfg)] = true
 	}
-	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL, sqllock.MySQLCommon, sqllock.SQLite} {
+	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MariaDB, sqllock.MySQL, sqllock.SQLite} {
 		for bits := range 16 {
 			cfg := Config{Table: goldenTable, Notify: bits&1 != 0, Fair: bits&2 != 0, AsyncCommit: bits&4 != 0, Unprepared: bits&8 != 0}
 			if _, err := newStore(d, cfg); err != nil {

@@ -9,7 +9,7 @@ import (
 	"github.com/sqllock/sqllock"
 )
 
-func init() { register(sqllock.MySQL, newMySQL) }
+func init() { register(sqllock.MariaDB, newMariaDB) }
 
 // mysqlStore serves MariaDB: an upsert that returns the row as it left it
 // (INSERT ... RETURNING), whose owner says who won, tokens from
@@ -22,7 +22,7 @@ type mysqlStore struct {
 	rows  seenRows
 }
 
-func newMySQL(n names, cfg Config) store {
+func newMariaDB(n names, cfg Config) store {
 	t := n.table
 	const now = `UTC_TIMESTAMP(6)`
 	s := &mysqlStore{table: cfg.Table}

@@ -8,7 +8,7 @@ import (
 	"github.com/sqllock/sqllock"
 )
 
-func init() { register(sqllock.MySQLCommon, newMySQLCommon) }
+func init() { register(sqllock.MySQL, newMySQL) }
 
 // mysqlCommonStore serves the MySQL path (MySQL 8, and MariaDB when
 // chosen): MariaDB's statements without RETURNING and NEXTVAL. The take
@@ -22,8 +22,8 @@ type mysqlCommonStore struct {
 	take1, peek string
 }
 
-func newMySQLCommon(n names, cfg Config) store {
-	base := newMySQL(n, cfg).(*mysqlStore)
+func newMySQL(n names, cfg Config) store {
+	base := newMariaDB(n, cfg).(*mysqlStore)
 	t := n.table
 	const now = `UTC_TIMESTAMP(6)`
 	base.q.take, base.q.takeFree = "", "" // MariaDB's, replaced by take1

@@ -1,6 +1,6 @@
 // Package sqlscan finds, in the statement texts of a store, the constructs
 // that MySQL 8 lacks, so that a test can keep the MySQL path
-// (sqllock.MySQLCommon) within what MySQL 8 and MariaDB both run.
+// (sqllock.MySQL) within what MySQL 8 and MariaDB both run.
 package sqlscan
 
 import (

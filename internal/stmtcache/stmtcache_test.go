@@ -68,7 +68,7 @@ func TestReuseAndClose(t *testing.T) {
 // Close while statements run: none of them fails with "statement is
 // closed", and the server is left with no prepared statement of the cache.
 func TestCloseUnderUse(t *testing.T) {
-	for _, d := range []sqllock.Dialect{sqllock.MySQL, sqllock.SQLite} {
+	for _, d := range []sqllock.Dialect{sqllock.MariaDB, sqllock.SQLite} {
 		t.Run(d.String(), func(t *testing.T) {
 			db := testdb.Fresh(t, d, 1) // one session, so its counters are ours
 			ctx := context.Background()

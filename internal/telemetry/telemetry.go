@@ -123,13 +123,14 @@ func (o *Options) SetTracerProvider(tp trace.TracerProvider) error {
 	return nil
 }
 
-// System maps a dialect name ("postgres", "mysql", "mysql8", "sqlite") to the value
-// of db.system.
+// System maps a dialect name ("postgres", "mariadb", "mysql", "sqlite") to
+// the value of db.system. Both MySQL-family paths report "mysql", as they
+// did before the dialects were renamed, so dashboards keep matching.
 func System(dialect string) string {
 	switch dialect {
 	case "postgres":
 		return "postgresql"
-	case "mysql8": // the MySQL path: a MySQL server (or MariaDB through it)
+	case "mariadb": // MariaDB's own path
 		return "mysql"
 	}
 	return dialect
@@ -202,7 +203,7 @@ var noSpan = trace.SpanFromContext(context.Background())
 var durations = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}
 
 // New builds the instruments of strategy on the database dialect names
-// ("postgres", "mysql", "sqlite").
+// ("postgres", "mariadb", "mysql", "sqlite").
 func New(strategy, dialect string, o Options) *T {
 	mp := o.MeterProvider
 	if mp == nil {

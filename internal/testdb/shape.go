@@ -64,7 +64,7 @@ FROM information_schema.columns WHERE table_schema = current_schema() AND table_
 		// Storage parameters such as fillfactor, which decide whether
 		// updates can be HOT.
 		add(`SELECT coalesce(array_to_string(reloptions, ','), '') FROM pg_class WHERE oid = to_regclass(quote_ident($1))`, table)
-	case sqllock.MySQL, sqllock.MySQLCommon:
+	case sqllock.MariaDB, sqllock.MySQL:
 		// SHOW CREATE TABLE spells out every column, index, charset and
 		// collation in one canonical form.
 		var name, ddl string

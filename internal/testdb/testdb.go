@@ -39,7 +39,7 @@ const (
 	EnvMySQL    = "SQLLOCK_MYSQL_DSN"
 	EnvSQLite   = "SQLLOCK_SQLITE_PATH"
 	// EnvMySQLCommon=1 runs the tests on the MySQL path alone
-	// (sqllock.MySQLCommon) against SQLLOCK_MYSQL_DSN: on MariaDB, in
+	// (sqllock.MySQL) against SQLLOCK_MYSQL_DSN: on MariaDB, in
 	// the subset of statements MySQL 8 also runs.
 	EnvMySQLCommon = "SQLLOCK_MYSQL_COMMON"
 	// EnvMySQL8 names a real MySQL 8 server, which no test here starts.
@@ -47,27 +47,27 @@ const (
 )
 
 // Dialects lists every dialect, in the order tests run them; with
-// SQLLOCK_MYSQL_COMMON=1, MySQLCommon alone.
+// SQLLOCK_MYSQL_COMMON=1, MySQL alone.
 var Dialects = dialects()
 
 func dialects() []sqllock.Dialect {
 	if CommonMode() {
-		return []sqllock.Dialect{sqllock.MySQLCommon}
+		return []sqllock.Dialect{sqllock.MySQL}
 	}
-	return []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL, sqllock.SQLite}
+	return []sqllock.Dialect{sqllock.Postgres, sqllock.MariaDB, sqllock.SQLite}
 }
 
 // CommonMode reports whether SQLLOCK_MYSQL_COMMON=1 asks for the MySQL
 // path alone.
 func CommonMode() bool { return os.Getenv(EnvMySQLCommon) == "1" }
 
-// MySQL is the MySQL-family dialect the tests run: MySQLCommon in common
-// mode, MySQL otherwise.
+// MySQL is the MySQL-family dialect the tests run: sqllock.MySQL in
+// common mode, sqllock.MariaDB otherwise.
 func MySQL() sqllock.Dialect {
 	if CommonMode() {
-		return sqllock.MySQLCommon
+		return sqllock.MySQL
 	}
-	return sqllock.MySQL
+	return sqllock.MariaDB
 }
 
 // DB is a migrated test database.
@@ -76,7 +76,7 @@ type DB struct {
 	Dialect sqllock.Dialect
 	Driver  string // database/sql driver name
 	DSN     string
-	baseDSN string // MySQLCommon: the DSN given, before commonDatabase
+	baseDSN string // sqllock.MySQL: the DSN given, before commonDatabase
 }
 
 type result struct {
@@ -153,9 +153,9 @@ func Env() []string {
 		switch d {
 		case sqllock.Postgres:
 			env = append(env, EnvPostgres+"="+r.db.DSN)
-		case sqllock.MySQL:
+		case sqllock.MariaDB:
 			env = append(env, EnvMySQL+"="+r.db.DSN)
-		case sqllock.MySQLCommon:
+		case sqllock.MySQL:
 			env = append(env, EnvMySQL+"="+r.db.baseDSN)
 		case sqllock.SQLite:
 			env = append(env, EnvSQLite+"="+SQLitePath(r.db.DSN))
@@ -178,7 +178,7 @@ func open(d sqllock.Dialect) *result {
 	switch d {
 	case sqllock.Postgres:
 		driver, dsn = "pgx", os.Getenv(EnvPostgres)
-	case sqllock.MySQL, sqllock.MySQLCommon:
+	case sqllock.MariaDB, sqllock.MySQL:
 		driver, dsn = "mysql", os.Getenv(EnvMySQL)
 	case sqllock.SQLite:
 		driver = "sqlite"
@@ -212,7 +212,7 @@ func open(d sqllock.Dialect) *result {
 		return &result{skip: fmt.Sprintf("cannot reach %v at %s: %v", d, redact(dsn), err)}
 	}
 	base := dsn
-	if d == sqllock.MySQLCommon {
+	if d == sqllock.MySQL {
 		db, dsn, err = commonDatabase(ctx, db, dsn)
 		if err != nil {
 			return &result{err: err}
@@ -267,10 +267,10 @@ func redact(dsn string) string {
 // startContainer starts a throwaway server with dockertest and returns its
 // DSN, or why it could not.
 func startContainer(d sqllock.Dialect) (dsn, why string) {
-	if d == sqllock.MySQLCommon {
-		d = sqllock.MySQL
+	if d == sqllock.MySQL {
+		d = sqllock.MariaDB
 	}
-	env := map[sqllock.Dialect]string{sqllock.Postgres: EnvPostgres, sqllock.MySQL: EnvMySQL}[d]
+	env := map[sqllock.Dialect]string{sqllock.Postgres: EnvPostgres, sqllock.MariaDB: EnvMySQL}[d]
 	pool, err := dockertest.NewPool("")
 	if err == nil {
 		err = pool.Client.Ping()
@@ -283,7 +283,7 @@ func startContainer(d sqllock.Dialect) (dsn, why string) {
 	switch d {
 	case sqllock.Postgres:
 		opts = dockertest.RunOptions{Repository: "postgres", Tag: "16", Env: []string{"POSTGRES_HOST_AUTH_METHOD=trust", "POSTGRES_DB=test"}}
-	case sqllock.MySQL:
+	case sqllock.MariaDB:
 		opts = dockertest.RunOptions{Repository: "mariadb", Tag: "10.11", Env: []string{"MARIADB_ALLOW_EMPTY_ROOT_PASSWORD=1", "MARIADB_DATABASE=test"}}
 	}
 	res, err := pool.RunWithOptions(&opts, func(hc *docker.HostConfig) {
@@ -297,10 +297,10 @@ func startContainer(d sqllock.Dialect) (dsn, why string) {
 	switch d {
 	case sqllock.Postgres:
 		dsn = "postgres://postgres@" + res.GetHostPort("5432/tcp") + "/test?sslmode=disable"
-	case sqllock.MySQL:
+	case sqllock.MariaDB:
 		dsn = "root@tcp(" + res.GetHostPort("3306/tcp") + ")/test"
 	}
-	driver := map[sqllock.Dialect]string{sqllock.Postgres: "pgx", sqllock.MySQL: "mysql"}[d]
+	driver := map[sqllock.Dialect]string{sqllock.Postgres: "pgx", sqllock.MariaDB: "mysql"}[d]
 	if err := pool.Retry(func() error {
 		db, err := sql.Open(driver, dsn)
 		if err != nil {
@@ -337,7 +337,7 @@ func Scratch(t testing.TB, d sqllock.Dialect) *DB {
 		}
 		u.Path = "/" + name
 		s.DSN = u.String()
-	case sqllock.MySQL, sqllock.MySQLCommon:
+	case sqllock.MariaDB, sqllock.MySQL:
 		cfg, err := mysql.ParseDSN(shared.DSN)
 		if err != nil {
 			t.Fatal(err)

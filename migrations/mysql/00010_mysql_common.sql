@@ -1,5 +1,5 @@
 -- +goose Up
--- The fencing-token source of the MySQLCommon path, which runs on MySQL 8
+-- The fencing-token source of the MySQL path, which runs on MySQL 8
 -- (no SEQUENCE) and on MariaDB. An AUTO_INCREMENT counter is crash-safe and
 -- never hands a value out twice (InnoDB persists it since MySQL 8.0 and
 -- MariaDB 10.2.4; a rollback does not give a value back). The function

@@ -5,31 +5,28 @@ CREATE TABLE `sqllock_rows` (
 ) ENGINE=InnoDB;
 
 -- name: Token
-SELECT NEXTVAL(sqllock_fence_seq)
+SELECT sqllock_next_token()
 
 -- name: LockNoWait
-SELECT NEXTVAL(sqllock_fence_seq) FROM `sqllock_rows` WHERE lock_key = ? FOR UPDATE NOWAIT
+SELECT sqllock_next_token() FROM `sqllock_rows` WHERE lock_key = ? FOR UPDATE NOWAIT
 
 -- name: LockWait
-SELECT NEXTVAL(sqllock_fence_seq) FROM `sqllock_rows` WHERE lock_key = ? FOR UPDATE WAIT 5
+SELECT sqllock_next_token() FROM `sqllock_rows` WHERE lock_key = ? FOR UPDATE
 
 -- name: ShareNoWait
-SELECT NEXTVAL(sqllock_fence_seq) FROM `sqllock_rows` WHERE lock_key = ? LOCK IN SHARE MODE NOWAIT
+SELECT sqllock_next_token() FROM `sqllock_rows` WHERE lock_key = ? LOCK IN SHARE MODE
 
 -- name: ShareWait
-SELECT NEXTVAL(sqllock_fence_seq) FROM `sqllock_rows` WHERE lock_key = ? LOCK IN SHARE MODE WAIT 5
+SELECT sqllock_next_token() FROM `sqllock_rows` WHERE lock_key = ? LOCK IN SHARE MODE
 
 -- name: Ensure
-SET STATEMENT innodb_lock_wait_timeout = 0 FOR INSERT IGNORE INTO `sqllock_rows` (lock_key) VALUES (?)
+INSERT IGNORE INTO `sqllock_rows` (lock_key) VALUES (?)
 
 -- name: SessionQuery
-SELECT CONNECTION_ID(), UNIX_TIMESTAMP() - CAST((SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS
-  WHERE VARIABLE_NAME = 'Uptime') AS SIGNED)
+SELECT CONNECTION_ID(), UNIX_TIMESTAMP()
 
 -- name: AliveQuery
-SELECT ID, UNIX_TIMESTAMP() - CAST((SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS
-  WHERE VARIABLE_NAME = 'Uptime') AS SIGNED)
-FROM information_schema.PROCESSLIST WHERE FIND_IN_SET(ID, ?) > 0
+SELECT ID, UNIX_TIMESTAMP() FROM information_schema.PROCESSLIST WHERE FIND_IN_SET(ID, ?) > 0
 
 -- name: LockRows
 SELECT 1 FROM `orders` WHERE `id` IN (?, ?, ?) ORDER BY `id` FOR UPDATE

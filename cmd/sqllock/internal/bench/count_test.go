@@ -15,7 +15,7 @@ import (
 // library runs on the driver's own connection (PostgreSQL) included: a
 // TryAcquire and its Release are at least two.
 func TestCountingDB(t *testing.T) {
-	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MySQL} {
+	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MariaDB} {
 		t.Run(d.String(), func(t *testing.T) {
 			db := testdb.Open(t, d)
 			var n atomic.Int64

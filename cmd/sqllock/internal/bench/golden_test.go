@@ -22,8 +22,8 @@ func TestGoldenBaselines(t *testing.T) {
 		d    sqllock.Dialect
 	}{
 		{"baseline-postgres.sql", sqllock.Postgres},
+		{"baseline-mariadb.sql", sqllock.MariaDB},
 		{"baseline-mysql.sql", sqllock.MySQL},
-		{"baseline-mysql-common.sql", sqllock.MySQLCommon},
 		{"baseline-sqlite.sql", sqllock.SQLite},
 	} {
 		t.Run(c.d.String(), func(t *testing.T) {
@@ -62,7 +62,7 @@ func TestGoldenBaselines(t *testing.T) {
 // sides: a key the Locker holds is in use under the baseline's name. The
 // key has capitals, which the case-safe name hashes.
 func TestBenchRawAdvisoryLocksLockersName(t *testing.T) {
-	for _, d := range []sqllock.Dialect{sqllock.MySQL, sqllock.MySQLCommon} {
+	for _, d := range []sqllock.Dialect{sqllock.MariaDB, sqllock.MySQL} {
 		t.Run(d.String(), func(t *testing.T) {
 			db := testdb.Open(t, d)
 			ctx := context.Background()

@@ -133,7 +133,7 @@ func rawTableSQL(d sqllock.Dialect) rawTableStmts {
 	switch d {
 	case sqllock.Postgres:
 		return rawTableStmts{`INSERT INTO sqllock_bench_raw (lock_key) VALUES ($1) ON CONFLICT DO NOTHING`, `DELETE FROM sqllock_bench_raw WHERE lock_key = $1`}
-	case sqllock.MySQL, sqllock.MySQLCommon:
+	case sqllock.MariaDB, sqllock.MySQL:
 		return rawTableStmts{`INSERT IGNORE INTO sqllock_bench_raw (lock_key) VALUES (?)`, `DELETE FROM sqllock_bench_raw WHERE lock_key = ?`}
 	}
 	return rawTableStmts{`INSERT OR IGNORE INTO sqllock_bench_raw (lock_key) VALUES (?)`, `DELETE FROM sqllock_bench_raw WHERE lock_key = ?`}

@@ -252,7 +252,7 @@ WHERE t.expires_at <= now() RETURNING t.token`
 WHERE lock_key = $1 AND expires_at <= now() RETURNING token`
 		rel = `UPDATE sqllock_locks SET hold_count = 0, owner = '', expires_at = now()
 FROM (SELECT set_config('synchronous_commit', 'off', true)) AS sc WHERE lock_key = $1 AND owner = $2 AND token = $3`
-	case sqllock.MySQL:
+	case sqllock.MariaDB:
 		acq = `INSERT INTO sqllock_locks (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
 VALUES (?, ?, 'raw', 1, NEXTVAL(sqllock_fence_seq), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 SECOND)
 ON DUPLICATE KEY UPDATE token = IF(expires_at <= UTC_TIMESTAMP(6), NEXTVAL(sqllock_fence_seq), token),
@@ -265,7 +265,7 @@ RETURNING owner, token`
 	acquired_at = UTC_TIMESTAMP(6), host = 'raw', owner = ?, expires_at = UTC_TIMESTAMP(6) + INTERVAL 30 SECOND
 WHERE lock_key = ? AND expires_at <= UTC_TIMESTAMP(6)`
 		rel = `UPDATE sqllock_locks SET hold_count = 0, owner = '', expires_at = UTC_TIMESTAMP(6) WHERE lock_key = ? AND owner = ? AND token = ?`
-	case sqllock.MySQLCommon:
+	case sqllock.MySQL:
 		// No RETURNING: LAST_INSERT_ID carries the token, 0 when refused.
 		acq = `INSERT INTO sqllock_locks (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
 VALUES (?, ?, 'raw', 1, LAST_INSERT_ID(sqllock_next_token()), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 SECOND)
@@ -322,7 +322,7 @@ func (r *rawTablelock) try(ctx context.Context, key, owner string) (int64, bool,
 			return 0, false, nil
 		}
 		return token, err == nil, err
-	case sqllock.MySQL:
+	case sqllock.MariaDB:
 		res, err := r.free.exec(ctx, nil, owner, key)
 		if err != nil {
 			return 0, false, err
@@ -339,7 +339,7 @@ func (r *rawTablelock) try(ctx context.Context, key, owner string) (int64, bool,
 			return 0, false, nil
 		}
 		return token, err == nil && got == owner, err
-	case sqllock.MySQLCommon:
+	case sqllock.MySQL:
 		res, err := r.acq.exec(ctx, nil, key, owner)
 		if sqlutil.IsDeadlock(err) {
 			return 0, false, nil

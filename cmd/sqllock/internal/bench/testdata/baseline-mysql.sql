@@ -1,15 +1,9 @@
 -- name: TablelockAcq
 INSERT INTO sqllock_locks (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
-VALUES (?, ?, 'raw', 1, NEXTVAL(sqllock_fence_seq), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 SECOND)
-ON DUPLICATE KEY UPDATE token = IF(expires_at <= UTC_TIMESTAMP(6), NEXTVAL(sqllock_fence_seq), token),
+VALUES (?, ?, 'raw', 1, LAST_INSERT_ID(sqllock_next_token()), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 SECOND)
+ON DUPLICATE KEY UPDATE token = IF(expires_at <= UTC_TIMESTAMP(6), LAST_INSERT_ID(sqllock_next_token()), token + LAST_INSERT_ID(0)),
 	owner = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(owner), owner),
 	expires_at = IF(owner = VALUES(owner), VALUES(expires_at), expires_at)
-RETURNING owner, token
-
--- name: TablelockFree
-UPDATE sqllock_locks SET token = LAST_INSERT_ID(NEXTVAL(sqllock_fence_seq)), hold_count = 1,
-	acquired_at = UTC_TIMESTAMP(6), host = 'raw', owner = ?, expires_at = UTC_TIMESTAMP(6) + INTERVAL 30 SECOND
-WHERE lock_key = ? AND expires_at <= UTC_TIMESTAMP(6)
 
 -- name: TablelockRel
 UPDATE sqllock_locks SET hold_count = 0, owner = '', expires_at = UTC_TIMESTAMP(6) WHERE lock_key = ? AND owner = ? AND token = ?

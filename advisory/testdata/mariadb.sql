@@ -1,8 +1,8 @@
 -- name: Try
-SELECT IF(GET_LOCK(?, 0) = 1, sqllock_next_token(), NULL)
+SELECT IF(GET_LOCK(?, 0) = 1, NEXTVAL(sqllock_fence_seq), NULL)
 
 -- name: Block
-SELECT IF(GET_LOCK(?, ?) = 1, sqllock_next_token(), NULL)
+SELECT IF(GET_LOCK(?, ?) = 1, NEXTVAL(sqllock_fence_seq), NULL)
 
 -- name: Unlock
 SELECT RELEASE_LOCK(?)

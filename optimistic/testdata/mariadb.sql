@@ -1,6 +1,6 @@
 -- name: VersionsStampQuery
-INSERT INTO `sqllock_versions` (lock_key, version) VALUES (?, LAST_INSERT_ID(sqllock_next_token()))
-ON DUPLICATE KEY UPDATE version = LAST_INSERT_ID(sqllock_next_token())
+INSERT INTO `sqllock_versions` (lock_key, version) VALUES (?, NEXTVAL(sqllock_fence_seq))
+ON DUPLICATE KEY UPDATE version = NEXTVAL(sqllock_fence_seq) RETURNING version
 
 -- name: VersionsReleaseQuery
 UPDATE `sqllock_versions` SET version = -version WHERE lock_key = ? AND version = ?
