@@ -19,31 +19,35 @@ var sqlFiles embed.FS
 // statementFiles reads one table's statements from the files of one
 // dialect.
 type statementFiles struct {
-	dirs  []string          // under sql/, looked in first to last
+	dir   string            // under sql/
 	names *strings.Replacer // the default table's names to the table's
 }
 
-// text is the text of statement name: from the first of f's directories
-// that has a file of it, in the first of variants that has one ("" the
-// plain <name>.sql, and the only one where none is given). It panics on a
-// statement without a file: the golden tests render every statement of
-// every store and mode.
+// text is the text of statement name in the first of variants that has a
+// file of it ("" the plain <name>.sql, and the only one where none is
+// given). It panics on a statement without a file: the golden tests
+// render every statement of every store and mode.
 func (f statementFiles) text(name string, variants ...string) string {
 	if len(variants) == 0 {
 		variants = []string{""}
 	}
-	for _, dir := range f.dirs {
-		for _, v := range variants {
-			file := "sql/" + dir + "/" + name + ".sql"
-			if v != "" {
-				file = "sql/" + dir + "/" + name + "." + v + ".sql"
-			}
-			if b, err := sqlFiles.ReadFile(file); err == nil {
-				return f.names.Replace(uncommented(string(b)))
-			}
+	for _, v := range variants {
+		file := "sql/" + f.dir + "/" + name + ".sql"
+		if v != "" {
+			file = "sql/" + f.dir + "/" + name + "." + v + ".sql"
+		}
+		if b, err := sqlFiles.ReadFile(file); err == nil {
+			return f.names.Replace(uncommented(string(b)))
 		}
 	}
-	panic("rowlease: no statement " + name + " in sql/" + strings.Join(f.dirs, ", sql/") + " for variants " + strings.Join(variants, ", "))
+	panic("rowlease: no statement " + name + " in sql/" + f.dir + " for variants " + strings.Join(variants, ", "))
+}
+
+// read sets each of texts to the text of the statement it is keyed by.
+func (f statementFiles) read(texts map[string]*string, variants ...string) {
+	for name, p := range texts {
+		*p = f.text(name, variants...)
+	}
 }
 
 // uncommented is a statement file's text without its comment lines (the
@@ -58,8 +62,12 @@ func uncommented(text string) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-// postgresTable is how the PostgreSQL files name the lock table.
-const postgresTable = `"sqllock_locks"`
+// How the files name the lock table: PostgreSQL's quoted, the others'
+// backquoted.
+const (
+	postgresTable   = `"sqllock_locks"`
+	backquotedTable = "`sqllock_locks`"
+)
 
 // postgresVariants lists, per variant, where its statements are looked
 // for, most specific first: a statement with no file of its own in a
@@ -93,6 +101,6 @@ func postgresVariant(cfg Config) string {
 // postgresStatement is the text of statement name in variant v, on table
 // (quoted).
 func postgresStatement(name, v, table string) string {
-	f := statementFiles{dirs: []string{"postgres"}, names: strings.NewReplacer(postgresTable, table)}
+	f := statementFiles{dir: "postgres", names: strings.NewReplacer(postgresTable, table)}
 	return f.text(name, postgresVariants[v]...)
 }

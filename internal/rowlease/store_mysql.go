@@ -22,9 +22,9 @@ type mysqlStore struct {
 	rows  seenRows
 }
 
+// newMariaDB reads its statements from sql/mariadb, on table n.table.
 func newMariaDB(n names, cfg Config) store {
-	t := n.table
-	const now = `UTC_TIMESTAMP(6)`
+	f := statementFiles{dir: "mariadb", names: strings.NewReplacer(backquotedTable, n.table)}
 	s := &mysqlStore{table: cfg.Table}
 	// Gates are named locks; one session keeps many (MariaDB 10.0.2 on),
 	// and a wait takes fractional seconds. The waiter lets go of the gate
@@ -40,81 +40,13 @@ func newMariaDB(n names, cfg Config) store {
 		kill:   `KILL CONNECTION %d`,
 		gone:   `SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?`,
 	}
-	// ON DUPLICATE KEY UPDATE assigns left to right and later clauses see
-	// earlier ones, so owner and expires_at, which the conditions read,
-	// come last. NEXTVAL in the update runs under the row lock.
-	s.q.take = `INSERT INTO ` + t + ` (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
-VALUES (?, ?, ?, 1, NEXTVAL(sqllock_fence_seq), ` + now + `, ` + now + ` + INTERVAL ? MICROSECOND)
-ON DUPLICATE KEY UPDATE
-	token       = IF(expires_at <= ` + now + `, NEXTVAL(sqllock_fence_seq), token),
-	hold_count  = IF(expires_at <= ` + now + `, 1, IF(owner = VALUES(owner), hold_count + 1, hold_count)),
-	acquired_at = IF(expires_at <= ` + now + `, VALUES(acquired_at), acquired_at),
-	host        = IF(expires_at <= ` + now + ` OR owner = VALUES(owner), VALUES(host), host),
-	owner       = IF(expires_at <= ` + now + `, VALUES(owner), owner),
-	expires_at  = IF(owner = VALUES(owner), GREATEST(expires_at, VALUES(expires_at)), expires_at)
-RETURNING owner, token, hold_count, host, TIMESTAMPDIFF(MICROSECOND, ` + now + `, expires_at),
-	TIMESTAMPDIFF(MICROSECOND, acquired_at, ` + now + `)`
-	// The UPDATEs name the key's row through the primary key, never an
-	// expires_at index (which MariaDB preferred when few rows were live,
-	// and a table made before migration 00012 still has): a statement then
-	// waits for the row lock of a take still in flight, and runs after it.
-	// A give-back of a take cut off in flight relies on that
-	// (Table.TakeDetached).
-	pk := t + ` FORCE INDEX (PRIMARY)`
-	// A claim that expects the key free, on a quiet key whose row this
-	// store saw lately (seenRows), tries a plain UPDATE of a free row
-	// first: the server runs it for less than the upsert
-	// (docs/performance.md), and LAST_INSERT_ID(expr) brings
-	// the token back in the reply, with no result set. NEXTVAL in SET runs
-	// under the row lock, as in the upsert. A row that is absent, held, or
-	// already the claimant's is left to the upsert, a second statement.
-	s.q.takeFree = `UPDATE ` + pk + ` SET token = LAST_INSERT_ID(NEXTVAL(sqllock_fence_seq)),
-	hold_count = 1, acquired_at = ` + now + `, host = ?, owner = ?, expires_at = ` + now + ` + INTERVAL ? MICROSECOND
-WHERE lock_key = ? AND expires_at <= ` + now
-	s.q.renew = `UPDATE ` + pk + ` SET expires_at = GREATEST(expires_at, ` + now + ` + INTERVAL ? MICROSECOND)
-WHERE lock_key = ? AND owner = ? AND token = ? AND expires_at > ` + now
-	s.q.held = `SELECT 1 FROM ` + pk + ` WHERE lock_key = ? AND owner = ? AND token = ? AND expires_at > ` + now
-	// Single-table UPDATE assigns left to right too: owner and expires_at
-	// see hold_count already decremented.
-	s.q.release = `UPDATE ` + pk + ` SET hold_count = hold_count - 1,
-	owner      = IF(hold_count = 0, '', owner),
-	expires_at = IF(hold_count = 0, acquired_at + INTERVAL ? MICROSECOND, expires_at)
-WHERE lock_key = ? AND owner = ? AND token = ? AND expires_at > ` + now
-	s.q.releaseOwner = `UPDATE ` + pk + ` SET hold_count = hold_count - 1,
-	owner      = IF(hold_count = 0, '', owner),
-	expires_at = IF(hold_count = 0, acquired_at, expires_at)
-WHERE lock_key = ? AND owner = ? AND expires_at > ` + now
-	s.q.forceRelease = `UPDATE ` + pk + ` SET hold_count = 0, owner = '', expires_at = acquired_at
-WHERE lock_key = ? AND token = ? AND expires_at > ` + now
-	// With no index on expires_at a DELETE that looked for expired rows
-	// would lock every row its scan passed, live keys included, until it
-	// committed. So the reaper finds them with a plain read, which locks
-	// nothing, and deletes them by primary key, each only if still expired
-	// under its row lock.
-	s.q.reapFind = `SELECT lock_key FROM ` + t + ` WHERE expires_at < ` + now + ` - INTERVAL ? MICROSECOND LIMIT ?`
-	s.q.reapDelete = `DELETE FROM ` + t + ` WHERE expires_at < ` + now + ` - INTERVAL ? MICROSECOND AND lock_key IN (`
-	s.q.audit = `INSERT INTO ` + AuditTable + ` (at, action, lock_table, lock_key, token, owner, host, hold_count, operator, reason)
-SELECT ` + now + `, '` + ActionForceRelease + `', ?, lock_key, token, owner, host, hold_count, ?, ?
-FROM ` + pk + ` WHERE lock_key = ? AND token = ? AND expires_at > ` + now + ` FOR UPDATE`
-	s.holder = `SELECT token, owner, host FROM ` + t + ` WHERE lock_key = ? AND expires_at > ` + now
-	s.live = `SELECT lock_key FROM ` + t + ` WHERE expires_at > ` + now + ` AND lock_key IN (`
+	f.read(map[string]*string{
+		"take": &s.q.take, "take_free": &s.q.takeFree, "renew": &s.q.renew, "held": &s.q.held,
+		"release": &s.q.release, "release_owner": &s.q.releaseOwner, "force_release": &s.q.forceRelease,
+		"reap_find": &s.q.reapFind, "reap_delete": &s.q.reapDelete, "audit": &s.q.audit,
+		"holder": &s.holder, "live": &s.live, "list": &s.list, "ddl": &s.ddl,
+	})
 	s.param = func(int) string { return "?" }
-	s.list = `SELECT lock_key, owner, host, hold_count, token, acquired_at, expires_at,
-	TIMESTAMPDIFF(MICROSECOND, acquired_at, ` + now + `)
-FROM ` + t + ` WHERE expires_at > ` + now + ` ORDER BY lock_key`
-	// varbinary: keys and owners compare byte for byte, not by a collation
-	// that ignores case and trailing spaces. No index on expires_at: every
-	// take and release writes it, and so would write the index too
-	// (migration 00012).
-	s.ddl = `CREATE TABLE ` + t + ` (
-    lock_key    varbinary(255) NOT NULL PRIMARY KEY,
-    owner       varbinary(64)  NOT NULL,
-    host        varchar(255)   NOT NULL,
-    hold_count  int            NOT NULL,
-    token       bigint         NOT NULL,
-    acquired_at datetime(6)    NOT NULL,
-    expires_at  datetime(6)    NOT NULL
-) ENGINE=InnoDB;`
 	return s
 }
 

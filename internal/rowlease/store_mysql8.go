@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
 
 	"github.com/sqllock/sqllock"
 )
@@ -22,31 +23,16 @@ type mysqlCommonStore struct {
 	take1, peek string
 }
 
+// newMySQL is MariaDB's store with its own take and peek, read from
+// sql/mysql.
 func newMySQL(n names, cfg Config) store {
 	base := newMariaDB(n, cfg).(*mysqlStore)
-	t := n.table
-	const now = `UTC_TIMESTAMP(6)`
 	base.q.take, base.q.takeFree = "", "" // MariaDB's, replaced by take1
 	// No gates on this path: on a Galera node named locks are the node's
 	// alone, and MySQL 8's named-lock waits are not measured here.
 	base.gates = gateSQL{}
-	s := &mysqlCommonStore{mysqlStore: base}
-	// The VALUES row is built (and a ticket drawn) before the duplicate is
-	// found; the update sets LAST_INSERT_ID again, last, so the client sees
-	// the outcome for the row as it left it.
-	s.take1 = `INSERT INTO ` + t + ` (lock_key, owner, host, hold_count, token, acquired_at, expires_at)
-VALUES (?, ?, ?, 1, LAST_INSERT_ID(sqllock_next_token()), ` + now + `, ` + now + ` + INTERVAL ? MICROSECOND)
-ON DUPLICATE KEY UPDATE
-	token       = IF(expires_at <= ` + now + `, LAST_INSERT_ID(sqllock_next_token()),
-	                 IF(owner = VALUES(owner), LAST_INSERT_ID(token), token + LAST_INSERT_ID(0))),
-	hold_count  = IF(expires_at <= ` + now + `, 1, IF(owner = VALUES(owner), hold_count + 1, hold_count)),
-	acquired_at = IF(expires_at <= ` + now + `, VALUES(acquired_at), acquired_at),
-	host        = IF(expires_at <= ` + now + ` OR owner = VALUES(owner), VALUES(host), host),
-	owner       = IF(expires_at <= ` + now + `, VALUES(owner), owner),
-	expires_at  = IF(owner = VALUES(owner), GREATEST(expires_at, VALUES(expires_at)), expires_at)`
-	s.peek = `SELECT token, owner, hold_count, host, TIMESTAMPDIFF(MICROSECOND, ` + now + `, expires_at) FROM ` + t + `
-WHERE lock_key = ? AND expires_at > ` + now
-	return s
+	f := statementFiles{dir: "mysql", names: strings.NewReplacer(backquotedTable, n.table)}
+	return &mysqlCommonStore{mysqlStore: base, take1: f.text("take"), peek: f.text("peek")}
 }
 
 func (s *mysqlCommonStore) take(ctx context.Context, h handle, c Claim) (Attempt, error) {

@@ -38,33 +38,25 @@ type sqliteStore struct {
 // strings.
 func newSQLite(n names, _ Config) store {
 	in, up := sqliteTriggerNames(n.index)
-	f := statementFiles{dirs: []string{"sqlite"}, names: strings.NewReplacer(
-		"`sqllock_locks`", n.table,
+	f := statementFiles{dir: "sqlite", names: strings.NewReplacer(
+		backquotedTable, n.table,
 		"`sqllock_locks_token_in`", in, "`sqllock_locks_token_up`", up,
 		"'sqllock_locks_token_in'", "'"+strings.Trim(in, "`")+"'",
 		"'sqllock_locks_token_up'", "'"+strings.Trim(up, "`")+"'",
 	)}
 	s := &sqliteStore{}
-	s.q.take = f.text("take")
-	s.q.peek = f.text("peek")
-	s.q.fence = f.text("fence")
-	s.q.renew = f.text("renew")
-	s.q.release = f.text("release")
-	s.q.releaseOwner = f.text("release_owner")
-	s.q.forceRelease = f.text("force_release")
-	s.q.reap = f.text("reap")
-	s.q.audit = f.text("audit")
-	s.holder = f.text("holder")
-	s.live = f.text("live")
+	f.read(map[string]*string{
+		"take": &s.q.take, "peek": &s.q.peek, "fence": &s.q.fence, "renew": &s.q.renew,
+		"release": &s.q.release, "release_owner": &s.q.releaseOwner, "force_release": &s.q.forceRelease,
+		"audit": &s.q.audit, "reap": &s.q.reap, "triggers": &s.q.triggers,
+		"holder": &s.holder, "live": &s.live, "list": &s.list, "ddl": &s.ddl,
+	})
 	s.param = func(i int) string { return "?" + strconv.Itoa(i) }
-	s.list = f.text("list")
-	s.ddl = f.text("ddl")
 	if !strings.Contains(n.table, ".") {
 		// A table in another schema (an attached database) has no
 		// triggers: its takes bump the fence row themselves.
 		s.ddl += "\n" + f.text("ddl_triggers")
 	}
-	s.q.triggers = f.text("triggers")
 	return s
 }
 
