@@ -1,12 +1,10 @@
 package jobguard
 
 import (
-	"fmt"
-
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/telemetry"
 )
 
 // WithMeterProvider sets where the Guard's metrics go (default: the global
@@ -15,31 +13,17 @@ import (
 // sqllock.jobguard.runs, sqllock.jobguard.skipped and
 // sqllock.jobguard.duration, with the job's name as sqllock.job: a program
 // declares its jobs, so their names are few.
-func WithMeterProvider(mp metric.MeterProvider) Option {
-	return func(c *config) error {
-		if err := c.tel.SetMeterProvider(mp); err != nil {
-			return fmt.Errorf("%w: %w", sqllock.ErrInvalidOption, err)
-		}
-		return nil
-	}
-}
+func WithMeterProvider(mp metric.MeterProvider) Option { return telemetry.WithMeterProvider(mp, telOf) }
 
 // WithTracerProvider sets where the Guard's spans go (default: the global
 // TracerProvider, a no-op until the application installs one).
 func WithTracerProvider(tp trace.TracerProvider) Option {
-	return func(c *config) error {
-		if err := c.tel.SetTracerProvider(tp); err != nil {
-			return fmt.Errorf("%w: %w", sqllock.ErrInvalidOption, err)
-		}
-		return nil
-	}
+	return telemetry.WithTracerProvider(tp, telOf)
 }
 
 // WithKeyAttribute adds the job's name as sqllock.key to the lease metrics
 // too (default off).
-func WithKeyAttribute(on bool) Option {
-	return func(c *config) error {
-		c.tel.KeyAttribute = on
-		return nil
-	}
-}
+func WithKeyAttribute(on bool) Option { return telemetry.WithKeyAttribute(on, telOf) }
+
+// telOf is where a config keeps its telemetry options.
+func telOf(c *config) *telemetry.Options { return &c.tel }

@@ -83,36 +83,19 @@ func WithLogger(l *slog.Logger) Option {
 
 // WithMeterProvider sets where the Locker's metrics go (default: the
 // global MeterProvider, a no-op until the application installs one).
-func WithMeterProvider(mp metric.MeterProvider) Option {
-	return func(c *config) error {
-		if err := c.tel.SetMeterProvider(mp); err != nil {
-			return fmt.Errorf("%w: %w", sqllock.ErrInvalidOption, err)
-		}
-		return nil
-	}
-}
+func WithMeterProvider(mp metric.MeterProvider) Option { return telemetry.WithMeterProvider(mp, telOf) }
 
 // WithTracerProvider sets where the Locker's spans go (default: the
 // global TracerProvider, a no-op until the application installs one).
 func WithTracerProvider(tp trace.TracerProvider) Option {
-	return func(c *config) error {
-		if err := c.tel.SetTracerProvider(tp); err != nil {
-			return fmt.Errorf("%w: %w", sqllock.ErrInvalidOption, err)
-		}
-		return nil
-	}
+	return telemetry.WithTracerProvider(tp, telOf)
 }
 
 // WithKeyAttribute adds the key to the metrics of every lease
 // (sqllock.key; default off). Each key becomes its own time series, so
 // turn it on only for a few fixed keys, never for keys made from data.
 // Spans carry the key either way.
-func WithKeyAttribute(on bool) Option {
-	return func(c *config) error {
-		c.tel.KeyAttribute = on
-		return nil
-	}
-}
+func WithKeyAttribute(on bool) Option { return telemetry.WithKeyAttribute(on, telOf) }
 
 // WithTransactionPooler makes the Locker work through a transaction-pooling
 // proxy (PgBouncer with pool_mode = transaction): its statements run
@@ -130,3 +113,6 @@ func WithTransactionPooler() Option {
 		return nil
 	}
 }
+
+// telOf is where a config keeps its telemetry options.
+func telOf(c *config) *telemetry.Options { return &c.tel }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/tablecore"
+	"github.com/sqllock/sqllock/internal/telemetry"
 )
 
 // DefaultTable is the lock table the shipped migrations create.
@@ -233,33 +234,19 @@ func WithLogger(l *slog.Logger) Option {
 
 // WithMeterProvider sets where the Locker's metrics go (default: the
 // global MeterProvider, a no-op until the application installs one).
-func WithMeterProvider(mp metric.MeterProvider) Option {
-	return func(c *config) error {
-		if err := c.Tel.SetMeterProvider(mp); err != nil {
-			return fmt.Errorf("%w: %w", sqllock.ErrInvalidOption, err)
-		}
-		return nil
-	}
-}
+func WithMeterProvider(mp metric.MeterProvider) Option { return telemetry.WithMeterProvider(mp, telOf) }
 
 // WithTracerProvider sets where the Locker's spans go (default: the
 // global TracerProvider, a no-op until the application installs one).
 func WithTracerProvider(tp trace.TracerProvider) Option {
-	return func(c *config) error {
-		if err := c.Tel.SetTracerProvider(tp); err != nil {
-			return fmt.Errorf("%w: %w", sqllock.ErrInvalidOption, err)
-		}
-		return nil
-	}
+	return telemetry.WithTracerProvider(tp, telOf)
 }
 
 // WithKeyAttribute adds the key to the metrics of every lease
 // (sqllock.key; default off). Each key becomes its own time series, so
 // turn it on only for a few fixed keys, never for keys made from data.
 // Spans carry the key either way.
-func WithKeyAttribute(on bool) Option {
-	return func(c *config) error {
-		c.Tel.KeyAttribute = on
-		return nil
-	}
-}
+func WithKeyAttribute(on bool) Option { return telemetry.WithKeyAttribute(on, telOf) }
+
+// telOf is where a config keeps its telemetry options.
+func telOf(c *config) *telemetry.Options { return &c.Tel }
