@@ -49,7 +49,7 @@ func ctxT(t testing.TB) context.Context {
 // mysqlName is key's GET_LOCK name (namespace "sqllock"), one on both
 // paths.
 func mysqlName(_ *testdb.DB, key string) string {
-	return advisory.MySQLCommonName(advisory.DefaultNamespace, key)
+	return advisory.MySQLName(advisory.DefaultNamespace, key)
 }
 
 // holders asks the server which sessions hold key's lock (in namespace

@@ -47,7 +47,7 @@ func newRaw(b *testing.B, db *testdb.DB, key string, token bool) *rawLock {
 		if token {
 			lock = "SELECT IF(GET_LOCK(?, 60) = 1, NEXTVAL(sqllock_fence_seq), NULL)"
 		}
-		r.arg = advisory.MySQLCommonName(advisory.DefaultNamespace, key)
+		r.arg = advisory.MySQLName(advisory.DefaultNamespace, key)
 	}
 	if r.lock, err = c.PrepareContext(ctx, lock); err != nil {
 		b.Fatal(err)

@@ -116,12 +116,12 @@
 // keys exclude each other, never lets two holders in. MySQL and MariaDB get
 // the name itself when it is lower-case ASCII, digits and "_-.:/" of at
 // most 64 bytes, and otherwise a folded prefix plus 128 bits of SHA-256
-// ([MySQLCommonName]): MySQL 8 compares names without regard to case, and
+// ([MySQLName]): MySQL 8 compares names without regard to case, and
 // both MySQL-family paths ([sqllock.MariaDB], [sqllock.MySQL]) take
 // this one name, so replicas on each, while a fleet moves from one path to
 // the other, exclude each other. Both mappings are fixed by golden tests:
 // changing them would let two versions of an application hold the same key
-// at once. (Earlier versions locked [MySQLName], the name as written, on
+// at once. (Earlier versions locked [LegacyMariaDBName], the name as written, on
 // the MariaDB path: stop every replica of such a version before starting
 // one of this.)
 //

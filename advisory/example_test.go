@@ -15,7 +15,7 @@ import (
 // IS_USED_LOCK.
 func ExamplePostgresKey() {
 	fmt.Println(advisory.PostgresKey("sqllock", "jobs/nightly"))
-	fmt.Println(advisory.MySQLCommonName("sqllock", "jobs/nightly"))
+	fmt.Println(advisory.MySQLName("sqllock", "jobs/nightly"))
 	// Output:
 	// 3019283710020832378
 	// sqllock:jobs/nightly

@@ -17,7 +17,7 @@ const hashedPrefixLen = MaxMySQLNameLen - 1 - 32
 
 // LockName is the name of key's lock in namespace: "namespace:key", or key
 // alone when the namespace is empty. Every dialect derives its server-side
-// lock from it (PostgresKey, MySQLCommonName).
+// lock from it (PostgresKey, MySQLName).
 func LockName(namespace, key string) string {
 	if namespace == "" {
 		return key
@@ -38,14 +38,14 @@ func PostgresKey(namespace, key string) int64 {
 	return int64(binary.BigEndian.Uint64(sum[:8]))
 }
 
-// MySQLName is the GET_LOCK name the MariaDB path (sqllock.MariaDB) gave key
-// before both MySQL-family paths took MySQLCommonName: LockName(namespace,
+// LegacyMariaDBName is the GET_LOCK name the MariaDB path (sqllock.MariaDB) gave key
+// before both MySQL-family paths took MySQLName: LockName(namespace,
 // key) when it is at most 64 bytes, and otherwise its first bytes (at most
 // 31, cut on a character boundary), "~" and the first 16 bytes of its
 // SHA-256 in hex. Bytes, not characters, are counted, so the limit holds in
 // any character set. It is kept to find the locks of older versions
 // (IS_USED_LOCK).
-func MySQLName(namespace, key string) string {
+func LegacyMariaDBName(namespace, key string) string {
 	name := LockName(namespace, key)
 	if len(name) <= MaxMySQLNameLen {
 		return name
@@ -58,7 +58,7 @@ func MySQLName(namespace, key string) string {
 	return name[:n] + "~" + hex.EncodeToString(sum[:16])
 }
 
-// MySQLCommonName is the GET_LOCK name of key on both MySQL-family paths
+// MySQLName is the GET_LOCK name of key on both MySQL-family paths
 // (sqllock.MariaDB and sqllock.MySQL), so that a key is one lock
 // whichever path each replica takes. MySQL 8 compares names without
 // regard to case: "Job" and "job" would share one lock. A name of
@@ -68,7 +68,7 @@ func MySQLName(namespace, key string) string {
 // "_"), "~" and the first 16 bytes of the SHA-256 of the exact name in hex.
 // The hash tells names apart by case; "~" appears in no kept name, so a
 // hashed name never meets a kept one.
-func MySQLCommonName(namespace, key string) string {
+func MySQLName(namespace, key string) string {
 	name := LockName(namespace, key)
 	if len(name) <= MaxMySQLNameLen && caseSafe(name) {
 		return name

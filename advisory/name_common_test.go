@@ -31,12 +31,12 @@ var goldenCommon = []struct{ ns, key, name string }{
 func TestGoldenCommonNames(t *testing.T) {
 	// The MariaDB path's names keep case: on MySQL 8 these two would be
 	// one lock.
-	if !strings.EqualFold(advisory.MySQLName("sqllock", "Job"), advisory.MySQLName("sqllock", "job")) {
-		t.Error("MySQLName no longer keeps case; update this test and the doc")
+	if !strings.EqualFold(advisory.LegacyMariaDBName("sqllock", "Job"), advisory.LegacyMariaDBName("sqllock", "job")) {
+		t.Error("LegacyMariaDBName no longer keeps case; update this test and the doc")
 	}
 	for _, g := range goldenCommon {
-		if got := advisory.MySQLCommonName(g.ns, g.key); got != g.name {
-			t.Errorf("MySQLCommonName(%q, %.20q) = %q, want %q", g.ns, g.key, got, g.name)
+		if got := advisory.MySQLName(g.ns, g.key); got != g.name {
+			t.Errorf("MySQLName(%q, %.20q) = %q, want %q", g.ns, g.key, got, g.name)
 		}
 	}
 }
@@ -51,7 +51,7 @@ func FuzzCommonNamesCaseSafe(f *testing.F) {
 			!utf8.ValidString(ns) || len(ns) > advisory.MaxNamespaceLen || strings.ContainsAny(ns, ":\x00") {
 			t.Skip()
 		}
-		na, nb := advisory.MySQLCommonName(ns, a), advisory.MySQLCommonName(ns, b)
+		na, nb := advisory.MySQLName(ns, a), advisory.MySQLName(ns, b)
 		for _, n := range []string{na, nb} {
 			if len(n) > advisory.MaxMySQLNameLen || !utf8.ValidString(n) {
 				t.Fatalf("name %q: %d bytes or not UTF-8", n, len(n))
@@ -92,7 +92,7 @@ func TestCommonKeysDifferingInCase(t *testing.T) {
 	defer b.Release(ctx)
 	for _, k := range []string{lower, upper} {
 		var id *int64
-		name := advisory.MySQLCommonName(advisory.DefaultNamespace, k)
+		name := advisory.MySQLName(advisory.DefaultNamespace, k)
 		if err := db.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", name).Scan(&id); err != nil || id == nil {
 			t.Errorf("IS_USED_LOCK(%q) for key %q = %v, %v; want its session", name, k, id, err)
 		}

@@ -32,8 +32,8 @@ func TestGoldenNames(t *testing.T) {
 		if got := advisory.PostgresKey(g.ns, g.key); got != g.pg {
 			t.Errorf("PostgresKey(%q, %.20q) = %d, want %d", g.ns, g.key, got, g.pg)
 		}
-		if got := advisory.MySQLName(g.ns, g.key); got != g.mysql {
-			t.Errorf("MySQLName(%q, %.20q) = %q, want %q", g.ns, g.key, got, g.mysql)
+		if got := advisory.LegacyMariaDBName(g.ns, g.key); got != g.mysql {
+			t.Errorf("LegacyMariaDBName(%q, %.20q) = %q, want %q", g.ns, g.key, got, g.mysql)
 		}
 	}
 }
@@ -47,12 +47,12 @@ func FuzzNames(f *testing.F) {
 		if sqllock.ValidateKey(key) != nil || !utf8.ValidString(ns) || len(ns) > advisory.MaxNamespaceLen || strings.ContainsAny(ns, ":\x00") {
 			t.Skip()
 		}
-		name := advisory.MySQLName(ns, key)
+		name := advisory.LegacyMariaDBName(ns, key)
 		if len(name) > advisory.MaxMySQLNameLen {
-			t.Fatalf("MySQLName(%q, %q) = %d bytes", ns, key, len(name))
+			t.Fatalf("LegacyMariaDBName(%q, %q) = %d bytes", ns, key, len(name))
 		}
 		if !utf8.ValidString(name) {
-			t.Fatalf("MySQLName(%q, %q) = %q, not UTF-8", ns, key, name)
+			t.Fatalf("LegacyMariaDBName(%q, %q) = %q, not UTF-8", ns, key, name)
 		}
 		full := advisory.LockName(ns, key)
 		if len(full) <= advisory.MaxMySQLNameLen && name != full {

@@ -29,12 +29,12 @@ const (
 	myUnlockAll = "SELECT RELEASE_ALL_LOCKS()"
 )
 
-// lockID names the lock MySQLCommonName, as the MySQL path does, so that a
+// lockID names the lock MySQLName, as the MySQL path does, so that a
 // key is one server lock on both paths: replicas on each, during a move
-// from one to the other, exclude each other. MySQLName, the name kept as
-// written, would be another lock for any key MySQLCommonName hashes.
+// from one to the other, exclude each other. LegacyMariaDBName, the name kept as
+// written, would be another lock for any key MySQLName hashes.
 func (mysqlStore) lockID(namespace, key string) lockID {
-	name := MySQLCommonName(namespace, key)
+	name := MySQLName(namespace, key)
 	sum := sha256.Sum256([]byte(name))
 	return lockID{args: []any{name}, wake: "m" + name, hash: binary.BigEndian.Uint64(sum[:8])}
 }

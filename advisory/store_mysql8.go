@@ -10,7 +10,7 @@ import (
 func init() { register(sqllock.MySQL, mysqlCommonStore{}) }
 
 // mysqlCommonStore is the MySQL path (MySQL 8, and MariaDB when chosen):
-// GET_LOCK under the MariaDB path's names (case-safe, MySQLCommonName:
+// GET_LOCK under the MariaDB path's names (case-safe, MySQLName:
 // MySQL 8 folds names to lower case), the token from sqllock_next_token()
 // (migration 00010).
 type mysqlCommonStore struct{ mysqlStore }

@@ -106,7 +106,7 @@ func TestLocksMySQLPerformanceSchema(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	key := locktest.Key(t)
-	name := advisory.MySQLCommonName(advisory.DefaultNamespace, key)
+	name := advisory.MySQLName(advisory.DefaultNamespace, key)
 	holder, err := db.Conn(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -92,10 +92,10 @@ func mysqlAdvisory(ctx context.Context, db *sql.DB, d sqllock.Dialect, namespace
 	if err := db.QueryRowContext(ctx, `SELECT @@performance_schema`).Scan(&ps); err != nil {
 		return nil, nil, fmt.Errorf("reading @@performance_schema: %w", err)
 	}
-	// Both paths name a key's lock MySQLCommonName.
+	// Both paths name a key's lock MySQLName.
 	byName := map[string]string{}
 	for _, n := range names {
-		byName[advisory.MySQLCommonName(namespace, n)] = n
+		byName[advisory.MySQLName(namespace, n)] = n
 	}
 	if ps == 1 {
 		rows, err := psAdvisory(ctx, db, namespace, byName)

@@ -496,7 +496,7 @@ func rawAdvisorySQL(d sqllock.Dialect) (advisorySQL, string) {
 		// Both paths lock the key's case-safe name, as the Locker does.
 		return advisorySQL{
 			lock: `SELECT GET_LOCK(?, 60)`, unlock: `SELECT RELEASE_LOCK(?)`, unlockAll: `SELECT RELEASE_ALL_LOCKS()`,
-			arg: func(key string) any { return advisory.MySQLCommonName(advisory.DefaultNamespace, key) },
+			arg: func(key string) any { return advisory.MySQLName(advisory.DefaultNamespace, key) },
 		}, "GET_LOCK/RELEASE_LOCK"
 	}
 	return advisorySQL{
