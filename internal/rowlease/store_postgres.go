@@ -49,7 +49,7 @@ func newPostgres(n names, cfg Config) store {
 	s.q.reap = text("reap")
 	s.q.audit = text("audit")
 	s.holder = text("holder")
-	s.live = `SELECT lock_key FROM ` + n.table + ` WHERE expires_at > now() AND lock_key IN (`
+	s.live = text("live")
 	s.param = func(i int) string { return "$" + strconv.Itoa(i) }
 	s.list = text("list")
 	s.ddl = text("ddl")
