@@ -19,7 +19,7 @@ func (nowhere) Connect(context.Context) (driver.Conn, error) { return nil, error
 func (nowhere) Driver() driver.Driver                        { return nil }
 
 // TestGoldenStatements: every statement of the term table, per dialect, as
-// testdata/ holds it (the leases are tablelock's: see internal/rowlease's
+// testdata/ holds it (the leases are tablelock's: see internal/locktable's
 // golden files); go test -update rewrites the files.
 func TestGoldenStatements(t *testing.T) {
 	db := sql.OpenDB(nowhere{})

@@ -12,7 +12,7 @@ import (
 	"github.com/sqllock/sqllock/internal/ctxend"
 	"github.com/sqllock/sqllock/internal/identity"
 	"github.com/sqllock/sqllock/internal/lease"
-	"github.com/sqllock/sqllock/internal/rowlease"
+	"github.com/sqllock/sqllock/internal/locktable"
 	"github.com/sqllock/sqllock/internal/sqlutil"
 	"github.com/sqllock/sqllock/internal/telemetry"
 	"github.com/sqllock/sqllock/tablelock"
@@ -97,7 +97,7 @@ func WithTransactionPooler() Option {
 // it before the process exits, so that a try cut short by the shutdown gives
 // back the job it took instead of leaving it taken until AtMost.
 type Guard struct {
-	tbl     *rowlease.Table
+	tbl     *locktable.Table
 	db      *sql.DB
 	dialect sqllock.Dialect
 	host    string
@@ -121,7 +121,7 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Guard, error) {
 	}
 	// Jobs have no waiters to wake: a replica that skips waits for its
 	// next firing.
-	tbl, err := rowlease.Open(db, d, rowlease.Config{Table: cfg.table, Unprepared: cfg.pooler})
+	tbl, err := locktable.Open(db, d, locktable.Config{Table: cfg.table, Unprepared: cfg.pooler})
 	if err != nil {
 		return nil, fmt.Errorf("jobguard: %w", err)
 	}
@@ -207,7 +207,7 @@ func (g *Guard) take(ctx context.Context, job Job) (*Lease, error) {
 	}
 	// A fresh owner for every try: a run is never reentrant, and a try cut
 	// off in flight can be given back by owner.
-	c := rowlease.Claim{Key: job.Name, Owner: identity.NewOwner(), Host: g.host, TTL: job.AtMost, Fresh: true}
+	c := locktable.Claim{Key: job.Name, Owner: identity.NewOwner(), Host: g.host, TTL: job.AtMost, Fresh: true}
 	start := time.Now()
 	a, err := g.tbl.TakeDetached(ctx, c)
 	switch {
@@ -241,7 +241,7 @@ func (g *Guard) take(ctx context.Context, job Job) (*Lease, error) {
 // It is audited as tablelock's is (see tablelock.Locker.ForceRelease):
 // tablelock.Reason gives the reason, tablelock.AuditLog reads the trail.
 func (g *Guard) ForceRelease(ctx context.Context, name string, token int64, opts ...tablelock.ForceOption) (bool, error) {
-	freed, err := g.tbl.ForceReleaseAudited(ctx, name, token, rowlease.NewAudit(opts...))
+	freed, err := g.tbl.ForceReleaseAudited(ctx, name, token, locktable.NewAudit(opts...))
 	if err != nil {
 		return false, fmt.Errorf("jobguard: force release %q: %w", name, err)
 	}

@@ -34,7 +34,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/rowlease"
+	"github.com/sqllock/sqllock/internal/locktable"
 	"github.com/sqllock/sqllock/internal/telemetry"
 )
 
@@ -116,7 +116,7 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 
 // Reaper deletes expired lock rows.
 type Reaper struct {
-	tbl *rowlease.Table
+	tbl *locktable.Table
 	cfg config
 	tel *telemetry.T
 }
@@ -135,7 +135,7 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Reaper, error) {
 	}
 	// Notify: a reaped row whose holder never released wakes the waiters
 	// of its key.
-	tbl, err := rowlease.Open(db, d, rowlease.Config{Table: cfg.table, Notify: true})
+	tbl, err := locktable.Open(db, d, locktable.Config{Table: cfg.table, Notify: true})
 	if err != nil {
 		return nil, fmt.Errorf("reaper: %w", err)
 	}

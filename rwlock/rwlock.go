@@ -21,7 +21,7 @@ import (
 	"github.com/sqllock/sqllock/internal/ctxend"
 	"github.com/sqllock/sqllock/internal/identity"
 	"github.com/sqllock/sqllock/internal/lease"
-	"github.com/sqllock/sqllock/internal/rowlease"
+	"github.com/sqllock/sqllock/internal/locktable"
 	"github.com/sqllock/sqllock/internal/tablecore"
 	"github.com/sqllock/sqllock/internal/telemetry"
 	"github.com/sqllock/sqllock/semaphore"
@@ -48,7 +48,7 @@ var (
 // safe for concurrent use; Close it when done.
 type RWLock struct {
 	l       *tablecore.Locker
-	tbl     *rowlease.Table // l's: a writer asks it which reader rows are held
+	tbl     *locktable.Table // l's: a writer asks it which reader rows are held
 	readers int
 	// tel records each call once, and a hold as one lease, under
 	// sqllock.strategy "rwlock"; the rows taken on the way record nothing.

@@ -6,27 +6,27 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sqllock/sqllock/internal/rowlease"
+	"github.com/sqllock/sqllock/internal/locktable"
 )
 
 // ForceOption adds to the audit record of a force release
 // ([Locker.ForceRelease], and jobguard's).
-type ForceOption func(*rowlease.Audit)
+type ForceOption func(*locktable.Audit)
 
 // Reason records why the operator forced the release (an incident, a
 // ticket). The sqllock command requires one.
 func Reason(text string) ForceOption {
-	return func(a *rowlease.Audit) { a.Reason = text }
+	return func(a *locktable.Audit) { a.Reason = text }
 }
 
 // Operator records who forced the release, beside the hostname/pid of the
 // process that ran it (for a tool acting on a person's behalf).
 func Operator(name string) ForceOption {
-	return func(a *rowlease.Audit) { a.Operator = name + " at " + a.Operator }
+	return func(a *locktable.Audit) { a.Operator = name + " at " + a.Operator }
 }
 
 // NoReason is the reason recorded when a force release gives none.
-const NoReason = rowlease.NoReason
+const NoReason = locktable.NoReason
 
 // AuditEntry is one record of the audit trail: a force release, the
 // holder it freed, who forced it and why.
@@ -48,7 +48,7 @@ type AuditEntry struct {
 // 00009), oldest first: the force releases of every lock table and job
 // table of the database.
 func AuditLog(ctx context.Context, db *sql.DB) ([]AuditEntry, error) {
-	rows, err := rowlease.AuditLog(ctx, db)
+	rows, err := locktable.AuditLog(ctx, db)
 	if err != nil {
 		return nil, fmt.Errorf("tablelock: audit log: %w", err)
 	}

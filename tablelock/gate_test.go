@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/locktable"
 	"github.com/sqllock/sqllock/internal/locktest"
-	"github.com/sqllock/sqllock/internal/rowlease"
 	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/tablelock"
 )
@@ -46,7 +46,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 func gateKept(t *testing.T, db *testdb.DB, table, key string) bool {
 	t.Helper()
 	var id sql.NullInt64
-	if err := db.QueryRow(`SELECT IS_USED_LOCK(?)`, rowlease.GateName(table, key)).Scan(&id); err != nil {
+	if err := db.QueryRow(`SELECT IS_USED_LOCK(?)`, locktable.GateName(table, key)).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
 	return id.Valid

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/rowlease"
+	"github.com/sqllock/sqllock/internal/locktable"
 	"github.com/sqllock/sqllock/internal/tablecore"
 )
 
@@ -92,7 +92,7 @@ func (l *Locker) ReleaseKey(ctx context.Context, key string) error {
 // another token), it frees nothing and returns an error matching
 // sqllock.ErrNotHeld that names the holder now.
 func (l *Locker) ForceRelease(ctx context.Context, key string, token int64, opts ...ForceOption) (bool, error) {
-	return l.c.ForceRelease(ctx, key, token, rowlease.NewAudit(opts...))
+	return l.c.ForceRelease(ctx, key, token, locktable.NewAudit(opts...))
 }
 
 // Info describes one held lock, as List reports it.

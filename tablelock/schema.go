@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/rowlease"
+	"github.com/sqllock/sqllock/internal/locktable"
 )
 
 // Schema returns the DDL of a lock table named table for d: the table the
@@ -36,7 +36,7 @@ import (
 // index (and on PostgreSQL run "ALTER TABLE name SET (fillfactor = 50)"),
 // as migration 00012 does for DefaultTable.
 func Schema(d sqllock.Dialect, table string) (string, error) {
-	ddl, err := rowlease.Schema(d, table)
+	ddl, err := locktable.Schema(d, table)
 	if err != nil {
 		return "", fmt.Errorf("tablelock: %w", err)
 	}
@@ -46,7 +46,7 @@ func Schema(d sqllock.Dialect, table string) (string, error) {
 // CreateTable creates a lock table named table for use with WithTable. Run
 // migrations.Up first: the fencing sequence comes from there.
 func CreateTable(ctx context.Context, db *sql.DB, d sqllock.Dialect, table string) error {
-	if err := rowlease.CreateTable(ctx, db, d, table); err != nil {
+	if err := locktable.CreateTable(ctx, db, d, table); err != nil {
 		return fmt.Errorf("tablelock: %w", err)
 	}
 	return nil

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/rowlease"
+	"github.com/sqllock/sqllock/internal/locktable"
 	"github.com/sqllock/sqllock/internal/sqlutil"
 	"github.com/sqllock/sqllock/jobguard"
 	"github.com/sqllock/sqllock/semaphore"
@@ -78,14 +78,14 @@ WHERE t.expires_at > now() AND (t.wanted OR cardinality(t.waiters) > 0)`, i+1, q
 
 // GateWaits names the MariaDB gate waiters among adv (the advisory listing
 // of performance_schema): a Locker refused a key waits on its gate, a
-// named lock whose name hashes the table and the key (rowlease.GateName),
+// named lock whose name hashes the table and the key (locktable.GateName),
 // so a waiter can be matched to a key the listing rows hold, never read
 // back from the name. It sends no statement.
 func GateWaits(rows, adv []Row) []Wait {
 	byGate := map[string]Row{}
 	for _, r := range rows {
 		if r.Table != "" {
-			byGate[rowlease.GateName(r.Table, r.RowKey)] = r
+			byGate[locktable.GateName(r.Table, r.RowKey)] = r
 		}
 	}
 	var out []Wait

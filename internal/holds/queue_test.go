@@ -3,7 +3,7 @@ package holds
 import (
 	"testing"
 
-	"github.com/sqllock/sqllock/internal/rowlease"
+	"github.com/sqllock/sqllock/internal/locktable"
 	"github.com/sqllock/sqllock/semaphore"
 	"github.com/sqllock/sqllock/tablelock"
 )
@@ -19,10 +19,10 @@ func TestGateWaits(t *testing.T) {
 		{Kind: Semaphore, Key: "exports", Table: semaphore.DefaultTable, RowKey: "exports#1"},
 	}
 	adv := []Row{
-		{Kind: Advisory, Key: rowlease.GateName(lt, "orders/7"), Owner: "connection 10", State: "held"},
-		{Kind: Advisory, Key: rowlease.GateName(lt, "orders/7"), Owner: "connection 11", State: "waiting"},
-		{Kind: Advisory, Key: rowlease.GateName(semaphore.DefaultTable, "exports#1"), Owner: "connection 12", State: "waiting"},
-		{Kind: Advisory, Key: rowlease.GateName(lt, "exports#1"), Owner: "connection 13", State: "waiting"},
+		{Kind: Advisory, Key: locktable.GateName(lt, "orders/7"), Owner: "connection 10", State: "held"},
+		{Kind: Advisory, Key: locktable.GateName(lt, "orders/7"), Owner: "connection 11", State: "waiting"},
+		{Kind: Advisory, Key: locktable.GateName(semaphore.DefaultTable, "exports#1"), Owner: "connection 12", State: "waiting"},
+		{Kind: Advisory, Key: locktable.GateName(lt, "exports#1"), Owner: "connection 13", State: "waiting"},
 		{Kind: Advisory, Key: "orders/7", Owner: "connection 14", State: "waiting"},
 	}
 	got := GateWaits(rows, adv)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/lease"
-	"github.com/sqllock/sqllock/internal/rowlease"
+	"github.com/sqllock/sqllock/internal/locktable"
 	"github.com/sqllock/sqllock/internal/sqlutil"
 	"github.com/sqllock/sqllock/internal/telemetry"
 )
@@ -157,7 +157,7 @@ func (s *Lease) free(ctx context.Context, lost error) error {
 // start is when the take was sent: the database set the expiry from a
 // clock reading no earlier than that, so start+TTL-margin is before the
 // row could be taken by another.
-func (l *Locker) newLease(ctx context.Context, key, owner string, a rowlease.Attempt, start time.Time) *Lease {
+func (l *Locker) newLease(ctx context.Context, key, owner string, a locktable.Attempt, start time.Time) *Lease {
 	s := &Lease{owner: owner}
 	s.base.Init("tablelock", key, a.Token)
 	deadline := start.Add(l.cfg.TTL - l.cfg.Margin)

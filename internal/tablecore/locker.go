@@ -14,7 +14,7 @@ import (
 	"github.com/sqllock/sqllock/internal/ctxend"
 	"github.com/sqllock/sqllock/internal/identity"
 	"github.com/sqllock/sqllock/internal/lease"
-	"github.com/sqllock/sqllock/internal/rowlease"
+	"github.com/sqllock/sqllock/internal/locktable"
 	"github.com/sqllock/sqllock/internal/telemetry"
 	"github.com/sqllock/sqllock/internal/waitloop"
 	"github.com/sqllock/sqllock/internal/waitq"
@@ -31,13 +31,13 @@ var errClosed = errors.New("tablelock: locker closed")
 // package doc).
 type Locker struct {
 	db      *sql.DB
-	tbl     *rowlease.Table
+	tbl     *locktable.Table
 	cfg     Config
 	host    string
 	waiters *waitq.Queue
-	ln      *rowlease.Listener // nil unless the dialect announces releases and WithNotify is on
-	gate    *rowlease.Gate     // nil unless the dialect gates keys (MariaDB) and WithNotify is on
-	done    chan struct{}      // closed by Close
+	ln      *locktable.Listener // nil unless the dialect announces releases and WithNotify is on
+	gate    *locktable.Gate     // nil unless the dialect gates keys (MariaDB) and WithNotify is on
+	done    chan struct{}       // closed by Close
 	tel     *telemetry.T
 
 	mu     sync.Mutex
@@ -71,7 +71,7 @@ func New[O ~func(*Config) error](db *sql.DB, d sqllock.Dialect, opts ...O) (*Loc
 	}
 	// A wake-up says "look again": several before a try count as one.
 	waiters := waitq.New(waitq.Coalesce)
-	tbl, err := rowlease.Open(db, d, rowlease.Config{
+	tbl, err := locktable.Open(db, d, locktable.Config{
 		Table:       cfg.Table,
 		Notify:      true, // waiters elsewhere listen whether or not this Locker does
 		AsyncCommit: cfg.AsyncCommit,
@@ -103,11 +103,11 @@ func (l *Locker) TTL() time.Duration { return l.cfg.TTL }
 // dialect that announces nothing, WithNotify(false), a transaction
 // pooler): election watches its term announcements on it rather than
 // opening a second session, and hears nothing where it is nil.
-func (l *Locker) Listener() *rowlease.Listener { return l.ln }
+func (l *Locker) Listener() *locktable.Listener { return l.ln }
 
 // Table is the Locker's lock table: rwlock's writer asks it which reader
 // rows are held, in one statement, rather than taking each.
-func (l *Locker) Table() *rowlease.Table { return l.tbl }
+func (l *Locker) Table() *locktable.Table { return l.tbl }
 
 // Telemetry is the Locker's telemetry options: a primitive built on it
 // records on instruments of its own, made with the same providers.
@@ -160,15 +160,15 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ *Lease, 
 			defer l.ln.Unsubscribe()
 		} else if cerr := ctxend.Err(ctx); cerr != nil {
 			return nil, notAcquired(key, cerr)
-		} else if l.cfg.Fair && errors.Is(err, rowlease.ErrCannotListen) {
+		} else if l.cfg.Fair && errors.Is(err, locktable.ErrCannotListen) {
 			// A waiter that hears no grant would sleep through its turn:
 			// no fair order.
 			return nil, fmt.Errorf("tablelock: acquire %q: %w: WithFairness needs LISTEN, which the driver behind the *sql.DB cannot do (use the pgx stdlib driver)", key, sqllock.ErrUnsupported)
 		}
 	}
 	// In fair order the waiter queues an entry of its own in the row, and
-	// a release may grant it the key (rowlease.Grant).
-	var g *rowlease.Grant
+	// a release may grant it the key (locktable.Grant).
+	var g *locktable.Grant
 	if listening && l.cfg.Fair {
 		l.mu.Lock()
 		if !l.closed {
@@ -200,7 +200,7 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ *Lease, 
 			}()
 		}
 	}
-	last := rowlease.Attempt{Remaining: -1}
+	last := locktable.Attempt{Remaining: -1}
 	err = waitloop.Run(ctx, waitloop.Spec{
 		Queue:     l.waiters,
 		Key:       key,
@@ -219,7 +219,7 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ *Lease, 
 			}
 			// A queued first try, or one woken by a release, expects the
 			// key free.
-			c := rowlease.Claim{Key: key, Owner: owner, Host: l.host, TTL: l.cfg.TTL,
+			c := locktable.Claim{Key: key, Owner: owner, Host: l.host, TTL: l.cfg.TTL,
 				ExpectFree: t.Queued && (t.Tries == 0 || t.Woken), Fresh: fresh, Listening: listening}
 			if g != nil {
 				c.Entry, c.Above = g.Entry, g.Above()
@@ -265,9 +265,9 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ *Lease, 
 
 // try makes one take of c; a nil lease without error means refused. A take
 // won while Close runs is given back: the Locker holds nothing after Close.
-func (l *Locker) try(ctx context.Context, c rowlease.Claim) (*Lease, rowlease.Attempt, error) {
+func (l *Locker) try(ctx context.Context, c locktable.Claim) (*Lease, locktable.Attempt, error) {
 	if !l.enter() {
-		return nil, rowlease.Attempt{Remaining: -1}, errClosed
+		return nil, locktable.Attempt{Remaining: -1}, errClosed
 	}
 	defer l.tries.Done()
 	start := time.Now()
@@ -306,7 +306,7 @@ func roomToListen(db *sql.DB) bool { return db.Stats().MaxOpenConnections != 1 }
 // last refused try. A key this Locker holds is left to the wake-ups of
 // this process, and a holder younger than gateAfter (and the round trip
 // that takes its gate) to polling: it may keep no gate yet.
-func (l *Locker) blockFor(key string, last *rowlease.Attempt) func(context.Context, time.Duration) (bool, bool) {
+func (l *Locker) blockFor(key string, last *locktable.Attempt) func(context.Context, time.Duration) (bool, bool) {
 	if l.gate == nil {
 		return nil
 	}
@@ -368,7 +368,7 @@ func notAcquired(key string, cause error) error {
 
 // refused is the error of a TryAcquire that found key held; it names the
 // holder when the try saw it.
-func refused(key string, a rowlease.Attempt) error {
+func refused(key string, a locktable.Attempt) error {
 	switch {
 	case a.Host == "":
 		return fmt.Errorf("tablelock: acquire %q: %w", key, sqllock.ErrNotAcquired)
@@ -465,7 +465,7 @@ func (l *Locker) ReleaseKey(ctx context.Context, key string) error {
 
 // ForceRelease is tablelock.Locker.ForceRelease: it frees key, if it is
 // still held under token, with the audit record a.
-func (l *Locker) ForceRelease(ctx context.Context, key string, token int64, a rowlease.Audit) (bool, error) {
+func (l *Locker) ForceRelease(ctx context.Context, key string, token int64, a locktable.Audit) (bool, error) {
 	freed, err := l.tbl.ForceReleaseAudited(ctx, key, token, a)
 	if err != nil {
 		return false, fmt.Errorf("tablelock: force release %q: %w", key, err)
@@ -478,7 +478,7 @@ func (l *Locker) ForceRelease(ctx context.Context, key string, token int64, a ro
 }
 
 // List is tablelock.Locker.List: the locks held now, by key.
-func (l *Locker) List(ctx context.Context) ([]rowlease.Info, error) {
+func (l *Locker) List(ctx context.Context) ([]locktable.Info, error) {
 	rows, err := l.tbl.List(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("tablelock: list: %w", err)

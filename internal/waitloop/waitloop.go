@@ -83,7 +83,7 @@ type Spec struct {
 	// Try makes one attempt.
 	Try func(ctx context.Context, t Turn) (Result, error)
 	// Block, when set, waits in the server, up to d, for the holder of
-	// the key to let go (a gate: see rowlease.Gate), instead of the pause,
+	// the key to let go (a gate: see locktable.Gate), instead of the pause,
 	// for the head of the queue when a refused try could tell how long
 	// the holder's claim lasts. It reports whether it was let through
 	// (got) before d passed; ok is false when it could not block, and the
@@ -91,7 +91,7 @@ type Spec struct {
 	// nothing waiting in the server.
 	Block func(ctx context.Context, d time.Duration) (got, ok bool)
 	// Wake, when set, receives when this waiter alone should try again
-	// (a grant of the key to it: rowlease.Grant); nil never does.
+	// (a grant of the key to it: locktable.Grant); nil never does.
 	Wake <-chan struct{}
 	// Bound, when positive, ends every wait of a blocked waiter (a pause,
 	// a Block) by itself within about Bound, so that a wake-up lost (a

@@ -1,4 +1,4 @@
-package rowlease_test
+package locktable_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/rowlease"
+	"github.com/sqllock/sqllock/internal/locktable"
 	"github.com/sqllock/sqllock/internal/sqlutil"
 	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/internal/waitq"
@@ -21,7 +21,7 @@ func TestWatch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	name := newTable(t, db)
-	tbl := opener(t, db, rowlease.Config{Table: name, Notify: true})()
+	tbl := opener(t, db, locktable.Config{Table: name, Notify: true})()
 	channel := sqlutil.NotifyChannel(name)
 	ln := tbl.Listener(waitq.New(waitq.Coalesce), slog.New(slog.DiscardHandler))
 	t.Cleanup(ln.Close)

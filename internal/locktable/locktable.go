@@ -1,4 +1,4 @@
-// Package rowlease is the expiring-row engine under tablelock, jobguard and
+// Package locktable is the expiring-row engine under tablelock, jobguard and
 // the reaper: a key is held while its row in a lock table names an owner
 // and an expiry ahead of the database clock.
 //
@@ -18,7 +18,7 @@
 // a take that began while the key was held, and waited on the release's
 // row lock, then finds the row free instead of held for the moments
 // between its start and the release's.
-package rowlease
+package locktable
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package rowlease
+package locktable
 
 // Prepared is how many statements t has prepared through database/sql.
 func (t *Table) Prepared() int { return t.h.stmts.Len() }

@@ -1,4 +1,4 @@
-package rowlease_test
+package locktable_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/rowlease"
+	"github.com/sqllock/sqllock/internal/locktable"
 	"github.com/sqllock/sqllock/internal/testdb"
 	"github.com/sqllock/sqllock/internal/waitq"
 )
@@ -22,13 +22,13 @@ import (
 func TestGrantTakenOnce(t *testing.T) {
 	db := testdb.Open(t, sqllock.Postgres)
 	ctx := context.Background()
-	open := opener(t, db, rowlease.Config{Table: newTable(t, db), Notify: true, Fair: true})
+	open := opener(t, db, locktable.Config{Table: newTable(t, db), Notify: true, Fair: true})
 	a, b := open(), open()
 	ln := b.Listener(waitq.New(waitq.Coalesce), slog.Default())
 	t.Cleanup(ln.Close)
 	const ttl = time.Minute
-	holder := rowlease.Claim{Key: "k", Owner: "h", Host: "host-h", TTL: ttl}
-	row := func() rowlease.Info {
+	holder := locktable.Claim{Key: "k", Owner: "h", Host: "host-h", TTL: ttl}
+	row := func() locktable.Info {
 		t.Helper()
 		infos, err := a.List(ctx)
 		if err != nil || len(infos) != 1 {
@@ -38,13 +38,13 @@ func TestGrantTakenOnce(t *testing.T) {
 	}
 	// grant has a hold the holder, queues w's entry and releases: the
 	// row is granted to w.
-	grant := func(g *rowlease.Grant) (before, after int64) {
+	grant := func(g *locktable.Grant) (before, after int64) {
 		t.Helper()
 		h, err := a.Take(ctx, holder)
 		if err != nil || !h.Won {
 			t.Fatalf("holder's take = %+v, %v", h, err)
 		}
-		w, err := b.Take(ctx, rowlease.Claim{Key: "k", Owner: "w", Host: "host-w", TTL: ttl, Listening: true, Entry: g.Entry})
+		w, err := b.Take(ctx, locktable.Claim{Key: "k", Owner: "w", Host: "host-w", TTL: ttl, Listening: true, Entry: g.Entry})
 		if err != nil || w.Won || !w.Queued || w.Token != h.Token {
 			t.Fatalf("waiter's take = %+v, %v; want refused by the holder's token %d, its entry queued", w, err, h.Token)
 		}
@@ -60,7 +60,7 @@ func TestGrantTakenOnce(t *testing.T) {
 
 	g := ln.Expect("k", "w", "host-w", ttl)
 	seen, granted := grant(g)
-	claim := rowlease.Claim{Key: "k", Owner: "w", Host: "host-w", TTL: ttl, Listening: true, Entry: g.Entry, Accept: true, Above: seen}
+	claim := locktable.Claim{Key: "k", Owner: "w", Host: "host-w", TTL: ttl, Listening: true, Entry: g.Entry, Accept: true, Above: seen}
 	got, err := b.Take(ctx, claim)
 	if err != nil || !got.Won || got.Holds != 1 || got.Token != granted {
 		t.Fatalf("the grantee's take = %+v, %v; want the grant taken as its own: won, token %d, one hold", got, err, granted)
@@ -77,7 +77,7 @@ func TestGrantTakenOnce(t *testing.T) {
 
 	g = ln.Expect("k", "w", "host-w", ttl)
 	_, granted = grant(g)
-	claim = rowlease.Claim{Key: "k", Owner: "w", Host: "host-w", TTL: ttl, Listening: true, Entry: g.Entry}
+	claim = locktable.Claim{Key: "k", Owner: "w", Host: "host-w", TTL: ttl, Listening: true, Entry: g.Entry}
 	if got, err := b.Take(ctx, claim); err != nil || !got.Won || got.Holds != 2 {
 		t.Fatalf("a take that may not accept, on a row granted to its owner = %+v, %v; want one hold more", got, err)
 	}

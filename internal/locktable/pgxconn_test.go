@@ -1,4 +1,4 @@
-package rowlease_test
+package locktable_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/rowlease"
+	"github.com/sqllock/sqllock/internal/locktable"
 	"github.com/sqllock/sqllock/internal/testdb"
 )
 
@@ -17,10 +17,10 @@ import (
 func TestPostgresDriverPaths(t *testing.T) {
 	db := testdb.Open(t, sqllock.Postgres)
 	ctx := context.Background()
-	lease := func(t *testing.T, tbl *rowlease.Table) {
+	lease := func(t *testing.T, tbl *locktable.Table) {
 		t.Helper()
 		for _, free := range []bool{true, false} {
-			c := rowlease.Claim{Key: "k", Owner: "o", Host: "h", TTL: time.Minute, ExpectFree: free}
+			c := locktable.Claim{Key: "k", Owner: "o", Host: "h", TTL: time.Minute, ExpectFree: free}
 			a, err := tbl.Take(ctx, c)
 			if err != nil || !a.Won {
 				t.Fatalf("take = %+v, %v; want won", a, err)
@@ -34,7 +34,7 @@ func TestPostgresDriverPaths(t *testing.T) {
 		}
 	}
 	t.Run("pgx", func(t *testing.T) {
-		tbl := table(t, db, rowlease.Config{Notify: true})
+		tbl := table(t, db, locktable.Config{Notify: true})
 		lease(t, tbl)
 		if n := tbl.Prepared(); n != 0 {
 			t.Errorf("%d statements prepared through database/sql, want none", n)
@@ -42,7 +42,7 @@ func TestPostgresDriverPaths(t *testing.T) {
 	})
 	t.Run("other driver", func(t *testing.T) {
 		odb := testdb.OpenHidden(t)
-		tbl := table(t, odb, rowlease.Config{Notify: true})
+		tbl := table(t, odb, locktable.Config{Notify: true})
 		lease(t, tbl)
 		if n := tbl.Prepared(); n == 0 {
 			t.Error("nothing prepared through database/sql: the statements did not go through it")

@@ -1,4 +1,4 @@
-package rowlease
+package locktable
 
 import (
 	"embed"
@@ -40,7 +40,7 @@ func (f statementFiles) text(name string, variants ...string) string {
 			return f.names.Replace(uncommented(string(b)))
 		}
 	}
-	panic("rowlease: no statement " + name + " in sql/" + f.dir + " for variants " + strings.Join(variants, ", "))
+	panic("locktable: no statement " + name + " in sql/" + f.dir + " for variants " + strings.Join(variants, ", "))
 }
 
 // read sets each of texts to the text of the statement it is keyed by.

@@ -1,4 +1,4 @@
-package rowlease
+package locktable
 
 import (
 	"context"
@@ -420,7 +420,7 @@ func (g *Gate) sync(ctx context.Context, conn **sql.Conn, held, want map[string]
 }
 
 // errNoGate: the wait could not block in the server.
-var errNoGate = errors.New("rowlease: no gate session")
+var errNoGate = errors.New("locktable: no gate session")
 
 // Wait blocks in the server on key's gate for up to d (the caller's bound
 // on one wait), on a session of its own, and reports whether it got the

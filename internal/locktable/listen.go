@@ -1,4 +1,4 @@
-package rowlease
+package locktable
 
 import (
 	"context"
@@ -18,7 +18,7 @@ const listenLinger = 2 * time.Second
 
 // ErrCannotListen: the driver behind the *sql.DB cannot receive
 // announcements, so waiters poll.
-var ErrCannotListen = errors.New("rowlease: the driver cannot listen for releases")
+var ErrCannotListen = errors.New("locktable: the driver cannot listen for releases")
 
 // callGrace is how long the two Lockers queued next after the one a
 // release called (they hear a copy of the call) wait for that one to take

@@ -1,4 +1,4 @@
-package rowlease
+package locktable
 
 import (
 	"context"

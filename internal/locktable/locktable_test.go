@@ -1,4 +1,4 @@
-package rowlease_test
+package locktable_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/rowlease"
+	"github.com/sqllock/sqllock/internal/locktable"
 	"github.com/sqllock/sqllock/internal/testdb"
 )
 
@@ -17,7 +17,7 @@ func TestMain(m *testing.M) { testdb.VerifyNoLeaks(m) }
 
 // table opens a lock table private to the test, closed and dropped when it
 // ends.
-func table(t *testing.T, db *testdb.DB, cfg rowlease.Config) *rowlease.Table {
+func table(t *testing.T, db *testdb.DB, cfg locktable.Config) *locktable.Table {
 	t.Helper()
 	cfg.Table = newTable(t, db)
 	return opener(t, db, cfg)()
@@ -28,7 +28,7 @@ func table(t *testing.T, db *testdb.DB, cfg rowlease.Config) *rowlease.Table {
 func newTable(t *testing.T, db *testdb.DB) string {
 	t.Helper()
 	name := fmt.Sprintf("rl_test_%x", rand.Uint64())
-	if err := rowlease.CreateTable(context.Background(), db.DB, db.Dialect, name); err != nil {
+	if err := locktable.CreateTable(context.Background(), db.DB, db.Dialect, name); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Exec("DROP TABLE " + name) })
@@ -37,10 +37,10 @@ func newTable(t *testing.T, db *testdb.DB) string {
 
 // opener returns a function that opens a Table of cfg, closed when the test
 // ends: several Tables on one lock table stand for several processes.
-func opener(t *testing.T, db *testdb.DB, cfg rowlease.Config) func() *rowlease.Table {
-	return func() *rowlease.Table {
+func opener(t *testing.T, db *testdb.DB, cfg locktable.Config) func() *locktable.Table {
+	return func() *locktable.Table {
 		t.Helper()
-		tbl, err := rowlease.Open(db.DB, db.Dialect, cfg)
+		tbl, err := locktable.Open(db.DB, db.Dialect, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,12 +52,12 @@ func opener(t *testing.T, db *testdb.DB, cfg rowlease.Config) func() *rowlease.T
 func TestOpenRefusesBadInput(t *testing.T) {
 	db := testdb.Open(t, sqllock.SQLite)
 	for name, d := range map[string]sqllock.Dialect{"zero": 0, "unknown": 42} {
-		if _, err := rowlease.Open(db.DB, d, rowlease.Config{Table: "t"}); !errors.Is(err, sqllock.ErrInvalidOption) {
+		if _, err := locktable.Open(db.DB, d, locktable.Config{Table: "t"}); !errors.Is(err, sqllock.ErrInvalidOption) {
 			t.Errorf("%s dialect: Open = %v, want ErrInvalidOption", name, err)
 		}
 	}
 	for _, name := range []string{"", "a b", "t; DROP TABLE t", "a.b.c"} {
-		if _, err := rowlease.Open(db.DB, sqllock.SQLite, rowlease.Config{Table: name}); !errors.Is(err, sqllock.ErrInvalidOption) {
+		if _, err := locktable.Open(db.DB, sqllock.SQLite, locktable.Config{Table: name}); !errors.Is(err, sqllock.ErrInvalidOption) {
 			t.Errorf("table %q: Open = %v, want ErrInvalidOption", name, err)
 		}
 	}
@@ -80,8 +80,8 @@ func TestTakeReleaseKeep(t *testing.T) {
 
 func takeReleaseKeep(t *testing.T, db *testdb.DB, free bool) {
 	ctx := context.Background()
-	tbl := table(t, db, rowlease.Config{})
-	mine := rowlease.Claim{Key: "k", Owner: "owner-a", Host: "host-a", TTL: time.Minute, ExpectFree: free}
+	tbl := table(t, db, locktable.Config{})
+	mine := locktable.Claim{Key: "k", Owner: "owner-a", Host: "host-a", TTL: time.Minute, ExpectFree: free}
 	a, err := tbl.Take(ctx, mine)
 	if err != nil || !a.Won || a.Token <= 0 || a.Holds != 1 {
 		t.Fatalf("first take = %+v, %v; want won, one hold, a token", a, err)
@@ -90,7 +90,7 @@ func takeReleaseKeep(t *testing.T, db *testdb.DB, free bool) {
 	if err != nil || !again.Won || again.Token != a.Token || again.Holds != 2 {
 		t.Fatalf("take by the holder = %+v, %v; want won, two holds, token %d", again, err, a.Token)
 	}
-	theirs := rowlease.Claim{Key: "k", Owner: "owner-b", Host: "host-b", TTL: time.Minute, ExpectFree: free}
+	theirs := locktable.Claim{Key: "k", Owner: "owner-b", Host: "host-b", TTL: time.Minute, ExpectFree: free}
 	r, err := tbl.Take(ctx, theirs)
 	if err != nil || r.Won || r.Host != "host-a" || r.Remaining < 50*time.Second {
 		t.Fatalf("take by another owner = %+v, %v; want refused by host-a for about a minute", r, err)
@@ -137,7 +137,7 @@ func takeReleaseKeep(t *testing.T, db *testdb.DB, free bool) {
 
 	// Key q is never refused: a claim expecting it free runs the plain
 	// update where the store has one (MariaDB, PostgreSQL).
-	quiet := rowlease.Claim{Key: "q", Owner: "owner-a", Host: "host-a", TTL: time.Minute, ExpectFree: free}
+	quiet := locktable.Claim{Key: "q", Owner: "owner-a", Host: "host-a", TTL: time.Minute, ExpectFree: free}
 	q1, err := tbl.Take(ctx, quiet)
 	if err != nil || !q1.Won {
 		t.Fatalf("take of q = %+v, %v", q1, err)
@@ -145,7 +145,7 @@ func takeReleaseKeep(t *testing.T, db *testdb.DB, free bool) {
 	if err := tbl.Release(ctx, "q", "owner-a", q1.Token, 0); err != nil {
 		t.Fatal(err)
 	}
-	brief := rowlease.Claim{Key: "q", Owner: "owner-c", Host: "host-c", TTL: 50 * time.Millisecond, ExpectFree: free}
+	brief := locktable.Claim{Key: "q", Owner: "owner-c", Host: "host-c", TTL: 50 * time.Millisecond, ExpectFree: free}
 	gone, err := tbl.Take(ctx, brief)
 	if err != nil || !gone.Won || gone.Holds != 1 || gone.Token <= q1.Token {
 		t.Fatalf("take of the freed key = %+v, %v; want won, one hold, a token above %d", gone, err, q1.Token)
@@ -167,9 +167,9 @@ func takeReleaseKeep(t *testing.T, db *testdb.DB, free bool) {
 // waits for that: the key is free once Close returns.
 func TestTakeDetachedGivesBack(t *testing.T) {
 	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
-		tbl := table(t, db, rowlease.Config{})
+		tbl := table(t, db, locktable.Config{})
 		for i := range 50 {
-			c := rowlease.Claim{Key: "k", Owner: fmt.Sprintf("owner-%d", i), Host: "h", TTL: time.Minute, Fresh: true}
+			c := locktable.Claim{Key: "k", Owner: fmt.Sprintf("owner-%d", i), Host: "h", TTL: time.Minute, Fresh: true}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rand.IntN(1500))*time.Microsecond)
 			a, err := tbl.TakeDetached(ctx, c)
 			cancel()
@@ -193,10 +193,10 @@ func TestTakeDetachedGivesBack(t *testing.T) {
 func TestLive(t *testing.T) {
 	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
 		ctx := context.Background()
-		tbl := table(t, db, rowlease.Config{})
+		tbl := table(t, db, locktable.Config{})
 		var tokens []int64
 		for _, k := range []string{"a", "b", "A"} {
-			a, err := tbl.Take(ctx, rowlease.Claim{Key: k, Owner: "o-" + k, Host: "h", TTL: time.Minute})
+			a, err := tbl.Take(ctx, locktable.Claim{Key: k, Owner: "o-" + k, Host: "h", TTL: time.Minute})
 			if err != nil || !a.Won {
 				t.Fatalf("take %q: %+v, %v", k, a, err)
 			}
@@ -223,18 +223,18 @@ func TestLive(t *testing.T) {
 func TestFreeTakeLeavesQueue(t *testing.T) {
 	db := testdb.Open(t, sqllock.Postgres)
 	ctx := context.Background()
-	cfg := rowlease.Config{Notify: true, Table: newTable(t, db)}
+	cfg := locktable.Config{Notify: true, Table: newTable(t, db)}
 	open := opener(t, db, cfg)
 	holder, first, second, poller := open(), open(), open(), open()
-	claim := func(owner string, listening, free bool) rowlease.Claim {
-		return rowlease.Claim{Key: "k", Owner: owner, Host: "h", TTL: time.Minute, Listening: listening, ExpectFree: free}
+	claim := func(owner string, listening, free bool) locktable.Claim {
+		return locktable.Claim{Key: "k", Owner: owner, Host: "h", TTL: time.Minute, Listening: listening, ExpectFree: free}
 	}
 	a, err := holder.Take(ctx, claim("holder", false, false))
 	if err != nil || !a.Won {
 		t.Fatalf("first take = %+v, %v", a, err)
 	}
 	for _, w := range []struct {
-		tbl       *rowlease.Table
+		tbl       *locktable.Table
 		owner     string
 		listening bool
 	}{{first, "first", true}, {second, "second", true}, {poller, "poller", false}} {
@@ -279,15 +279,15 @@ func TestFreeTakeLeavesQueue(t *testing.T) {
 // late take back before it reaches the row stands for a take that waited
 // on the release's row lock. Each way of freeing a key is tried.
 func TestFreedRowForTakeInFlight(t *testing.T) {
-	frees := map[string]func(ctx context.Context, tbl *rowlease.Table, a rowlease.Attempt) error{
-		"Release": func(ctx context.Context, tbl *rowlease.Table, a rowlease.Attempt) error {
+	frees := map[string]func(ctx context.Context, tbl *locktable.Table, a locktable.Attempt) error{
+		"Release": func(ctx context.Context, tbl *locktable.Table, a locktable.Attempt) error {
 			return tbl.Release(ctx, "k", "holder", a.Token, 0)
 		},
-		"ReleaseOwner": func(ctx context.Context, tbl *rowlease.Table, _ rowlease.Attempt) error {
+		"ReleaseOwner": func(ctx context.Context, tbl *locktable.Table, _ locktable.Attempt) error {
 			_, err := tbl.ReleaseOwner(ctx, "k", "holder")
 			return err
 		},
-		"ForceRelease": func(ctx context.Context, tbl *rowlease.Table, a rowlease.Attempt) error {
+		"ForceRelease": func(ctx context.Context, tbl *locktable.Table, a locktable.Attempt) error {
 			_, err := tbl.ForceRelease(ctx, "k", a.Token)
 			return err
 		},
@@ -300,10 +300,10 @@ func TestFreedRowForTakeInFlight(t *testing.T) {
 			// Its releases are the MariaDB store's, tested on that run.
 			t.Skip("the MySQL path's take reads its token back with LAST_INSERT_ID, which the trigger this test needs resets on MariaDB")
 		}
-		cfgs := map[string]rowlease.Config{"plain": {}}
+		cfgs := map[string]locktable.Config{"plain": {}}
 		if db.Dialect == sqllock.Postgres {
-			cfgs["notify"] = rowlease.Config{Notify: true}
-			cfgs["fair"] = rowlease.Config{Notify: true, Fair: true}
+			cfgs["notify"] = locktable.Config{Notify: true}
+			cfgs["fair"] = locktable.Config{Notify: true, Fair: true}
 		}
 		for cname, cfg := range cfgs {
 			for fname, free := range frees {
@@ -312,17 +312,17 @@ func TestFreedRowForTakeInFlight(t *testing.T) {
 					slowInsertsOf(t, db, cfg.Table, "late", 400*time.Millisecond)
 					tbl := opener(t, db, cfg)()
 					ctx := context.Background()
-					a, err := tbl.Take(ctx, rowlease.Claim{Key: "k", Owner: "holder", Host: "h", TTL: time.Minute})
+					a, err := tbl.Take(ctx, locktable.Claim{Key: "k", Owner: "holder", Host: "h", TTL: time.Minute})
 					if err != nil || !a.Won {
 						t.Fatalf("first take = %+v, %v", a, err)
 					}
 					type result struct {
-						a   rowlease.Attempt
+						a   locktable.Attempt
 						err error
 					}
 					late := make(chan result, 1)
 					go func() {
-						r, err := tbl.Take(ctx, rowlease.Claim{Key: "k", Owner: "late", Host: "h-late", TTL: time.Minute})
+						r, err := tbl.Take(ctx, locktable.Claim{Key: "k", Owner: "late", Host: "h-late", TTL: time.Minute})
 						late <- result{r, err}
 					}()
 					time.Sleep(100 * time.Millisecond) // the late take is held back
@@ -368,10 +368,10 @@ BEGIN IF NEW.owner = '` + owner + `' THEN PERFORM pg_sleep(` + secs + `); END IF
 func TestWaitedReleaseNotQuiet(t *testing.T) {
 	db := testdb.Open(t, sqllock.Postgres)
 	ctx := context.Background()
-	open := opener(t, db, rowlease.Config{Notify: true, Table: newTable(t, db)})
+	open := opener(t, db, locktable.Config{Notify: true, Table: newTable(t, db)})
 	holder, waiter := open(), open()
-	claim := func(owner string) rowlease.Claim {
-		return rowlease.Claim{Key: "k", Owner: owner, Host: "h", TTL: time.Minute, Listening: true}
+	claim := func(owner string) locktable.Claim {
+		return locktable.Claim{Key: "k", Owner: owner, Host: "h", TTL: time.Minute, Listening: true}
 	}
 	a, err := holder.Take(ctx, claim("holder"))
 	if err != nil || !a.Won {
