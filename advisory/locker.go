@@ -16,8 +16,7 @@ import (
 	"github.com/sqllock/sqllock/internal/lease"
 	"github.com/sqllock/sqllock/internal/sqlutil"
 	"github.com/sqllock/sqllock/internal/telemetry"
-	"github.com/sqllock/sqllock/internal/waitloop"
-	"github.com/sqllock/sqllock/internal/waitq"
+	"github.com/sqllock/sqllock/internal/waiting"
 )
 
 var (
@@ -353,7 +352,7 @@ func (l *Locker) poll(ctx context.Context, e *entry, wait bool) (sqllock.Lease, 
 	switch {
 	case errors.Is(err, errClosed):
 		return nil, closedErr(op, e.key, true)
-	case errors.Is(err, waitloop.ErrRefused):
+	case errors.Is(err, waiting.ErrRefused):
 		return nil, fmt.Errorf("advisory: %s %q: %w", op, e.key, sqllock.ErrNotAcquired)
 	}
 	if ended := ctxend.Ended(ctx, err); ended != nil {
@@ -364,19 +363,19 @@ func (l *Locker) poll(ctx context.Context, e *entry, wait bool) (sqllock.Lease, 
 
 // pollLoop tries e's lock with backoff until it wins (into won).
 func (l *Locker) pollLoop(ctx context.Context, e *entry, wait bool, won **Lease) error {
-	return waitloop.Run(ctx, waitloop.Spec{
+	return waiting.Run(ctx, waiting.Spec{
 		Queue:   wakeups,
 		Key:     e.id.wake,
 		Wait:    wait,
 		Backoff: backoff.Exp{Min: minBackoff, Max: l.cfg.maxBackoff},
 		Closed:  l.done,
-		Try: func(ctx context.Context, t waitloop.Turn) (waitloop.Result, error) {
+		Try: func(ctx context.Context, t waiting.Turn) (waiting.Result, error) {
 			lease, err := l.tryOnce(ctx, e)
 			if err != nil && t.Queued && sqlutil.IsRetryable(err) {
 				l.cfg.logger.Info("advisory: acquire failed, retrying", telemetry.AttrKey, e.key, telemetry.LogError, err.Error())
 			}
 			*won = lease
-			return waitloop.Result{Won: lease != nil, Remaining: -1}, err
+			return waiting.Result{Won: lease != nil, Remaining: -1}, err
 		},
 	})
 }
@@ -485,4 +484,4 @@ func (l *Locker) Close() error {
 // first not already woken: waking all would send them to the server
 // together for one winner. A waiter woken that gives up passes the wake on.
 // Waiters also poll on a timer, for releases in other processes.
-var wakeups = waitq.New(waitq.PerRelease)
+var wakeups = waiting.NewQueue(waiting.PerRelease)

@@ -9,7 +9,7 @@ import (
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/locktable"
 	"github.com/sqllock/sqllock/internal/testdb"
-	"github.com/sqllock/sqllock/internal/waitq"
+	"github.com/sqllock/sqllock/internal/waiting"
 )
 
 // TestGrantTakenOnce: in fair order the release grants the row to the
@@ -24,7 +24,7 @@ func TestGrantTakenOnce(t *testing.T) {
 	ctx := context.Background()
 	open := opener(t, db, locktable.Config{Table: newTable(t, db), Notify: true, Fair: true})
 	a, b := open(), open()
-	ln := b.Listener(waitq.New(waitq.Coalesce), slog.Default())
+	ln := b.Listener(waiting.NewQueue(waiting.Coalesce), slog.Default())
 	t.Cleanup(ln.Close)
 	const ttl = time.Minute
 	holder := locktable.Claim{Key: "k", Owner: "h", Host: "host-h", TTL: ttl}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/internal/backoff"
-	"github.com/sqllock/sqllock/internal/waitq"
+	"github.com/sqllock/sqllock/internal/waiting"
 )
 
 // listenLinger keeps the listening session open this long after the last
@@ -60,7 +60,7 @@ type notifier interface {
 type Listener struct {
 	db  *sql.DB
 	n   notifier
-	w   *waitq.Queue
+	w   *waiting.Queue
 	log *slog.Logger
 	id  string // the Table's, whom releases call
 
@@ -85,7 +85,7 @@ type Listener struct {
 // Listener returns a Listener that signals q with every key of the table
 // another session frees, or nil where the dialect announces nothing or
 // the Table was opened without Config.Notify: then waiters poll.
-func (t *Table) Listener(q *waitq.Queue, log *slog.Logger) *Listener {
+func (t *Table) Listener(q *waiting.Queue, log *slog.Logger) *Listener {
 	n, ok := t.st.(notifier)
 	if !ok || !t.cfg.Notify {
 		return nil

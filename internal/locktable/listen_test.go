@@ -10,7 +10,7 @@ import (
 	"github.com/sqllock/sqllock/internal/locktable"
 	"github.com/sqllock/sqllock/internal/sqlutil"
 	"github.com/sqllock/sqllock/internal/testdb"
-	"github.com/sqllock/sqllock/internal/waitq"
+	"github.com/sqllock/sqllock/internal/waiting"
 )
 
 // TestWatch: every watcher of an announced payload is woken, no watcher
@@ -23,7 +23,7 @@ func TestWatch(t *testing.T) {
 	name := newTable(t, db)
 	tbl := opener(t, db, locktable.Config{Table: name, Notify: true})()
 	channel := sqlutil.NotifyChannel(name)
-	ln := tbl.Listener(waitq.New(waitq.Coalesce), slog.New(slog.DiscardHandler))
+	ln := tbl.Listener(waiting.NewQueue(waiting.Coalesce), slog.New(slog.DiscardHandler))
 	t.Cleanup(ln.Close)
 	watch := func(p string) <-chan struct{} {
 		w, stop, err := ln.Watch(ctx, p)

@@ -16,8 +16,7 @@ import (
 	"github.com/sqllock/sqllock/internal/lease"
 	"github.com/sqllock/sqllock/internal/locktable"
 	"github.com/sqllock/sqllock/internal/telemetry"
-	"github.com/sqllock/sqllock/internal/waitloop"
-	"github.com/sqllock/sqllock/internal/waitq"
+	"github.com/sqllock/sqllock/internal/waiting"
 )
 
 var _ io.Closer = (*Locker)(nil)
@@ -34,7 +33,7 @@ type Locker struct {
 	tbl     *locktable.Table
 	cfg     Config
 	host    string
-	waiters *waitq.Queue
+	waiters *waiting.Queue
 	ln      *locktable.Listener // nil unless the dialect announces releases and WithNotify is on
 	gate    *locktable.Gate     // nil unless the dialect gates keys (MariaDB) and WithNotify is on
 	done    chan struct{}       // closed by Close
@@ -70,7 +69,7 @@ func New[O ~func(*Config) error](db *sql.DB, d sqllock.Dialect, opts ...O) (*Loc
 		return nil, fmt.Errorf("tablelock: %w: WithFairness on a pool of one connection (SetMaxOpenConns(1)): a fair waiter listens for its grant on a session of its own, beside its statements", sqllock.ErrInvalidOption)
 	}
 	// A wake-up says "look again": several before a try count as one.
-	waiters := waitq.New(waitq.Coalesce)
+	waiters := waiting.NewQueue(waiting.Coalesce)
 	tbl, err := locktable.Open(db, d, locktable.Config{
 		Table:       cfg.Table,
 		Notify:      true, // waiters elsewhere listen whether or not this Locker does
@@ -201,7 +200,7 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ *Lease, 
 		}
 	}
 	last := locktable.Attempt{Remaining: -1}
-	err = waitloop.Run(ctx, waitloop.Spec{
+	err = waiting.Run(ctx, waiting.Spec{
 		Queue:     l.waiters,
 		Key:       key,
 		Wait:      wait,
@@ -212,7 +211,7 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ *Lease, 
 		Block:     l.blockFor(key, &last),
 		Wake:      g.Wake(),
 		Bound:     l.cfg.Bound,
-		Try: func(ctx context.Context, t waitloop.Turn) (waitloop.Result, error) {
+		Try: func(ctx context.Context, t waiting.Turn) (waiting.Result, error) {
 			var heard int64
 			if g != nil {
 				heard = g.Take()
@@ -235,7 +234,7 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ *Lease, 
 			if g != nil && err == nil && lease == nil && a.Queued {
 				g.Queued(a.Token)
 			}
-			r := waitloop.Result{Won: lease != nil, Remaining: a.Remaining}
+			r := waiting.Result{Won: lease != nil, Remaining: a.Remaining}
 			if lease == nil {
 				r.Holder = a.Token
 			}
@@ -254,7 +253,7 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ *Lease, 
 		return won, nil
 	case errors.Is(err, errClosed):
 		return nil, closedErr(key, true)
-	case errors.Is(err, waitloop.ErrRefused):
+	case errors.Is(err, waiting.ErrRefused):
 		return nil, refused(key, last)
 	}
 	if ended := ctxend.Ended(ctx, err); ended != nil {
@@ -301,7 +300,7 @@ func (l *Locker) enter() bool {
 // session beside the statements: not a pool of one connection.
 func roomToListen(db *sql.DB) bool { return db.Stats().MaxOpenConnections != 1 }
 
-// blockFor returns the waitloop.Spec.Block of an Acquire of key: a wait
+// blockFor returns the waiting.Spec.Block of an Acquire of key: a wait
 // on the key's gate, where the Locker has gates; last is the Acquire's
 // last refused try. A key this Locker holds is left to the wake-ups of
 // this process, and a holder younger than gateAfter (and the round trip

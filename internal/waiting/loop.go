@@ -1,34 +1,4 @@
-// Package waitloop is the one blocking-acquire loop of the module: the
-// strategies that wait in the process rather than in the server (tablelock,
-// advisory) supply a single try, and Run does the rest.
-//
-// The protocol, for a blocking acquisition (Spec.Wait):
-//
-//  1. Join the key's queue (waitq) before the first try, so that a release
-//     between a refused try and the wait cannot be missed. A caller that
-//     finds others of this process queued lets them go first: its first
-//     turn is a wait, not a try, unless it already holds the key (a
-//     reentrant acquisition would wait for itself).
-//  2. Rearm before every try: a wake-up that arrives during the try is kept,
-//     and the next wait returns at once.
-//  3. Try. A win leaves the queue and returns. A refusal, or a deadlock or
-//     lock-wait refusal from the server, means the key is held: the wake-up
-//     that led here is spent. A transient error teaches nothing about the
-//     key: a wake-up taken stays unspent. Any other error, or the context
-//     ending, leaves the queue and returns; a wake-up not acted on is
-//     passed to the next waiter, so none is ever lost.
-//  4. Wait for a wake-up, the pause, the context or the Locker closing. The
-//     pause: where releases elsewhere wake this process too
-//     (Spec.Listening), until the holder's claim ends if the try could tell
-//     (a lease expiry), else briefly; otherwise capped exponential backoff
-//     with jitter for the head of the queue (capped lower while the
-//     refusals name new holders: turned), and the cap for the others,
-//     who are woken in turn by releases in this process and poll only for
-//     releases elsewhere. With Spec.Bound, no wait outlasts the bound: the
-//     waiter then looks again, whatever it was waiting for.
-//
-// A non-blocking acquisition tries once and does not queue.
-package waitloop
+package waiting
 
 import (
 	"context"
@@ -39,7 +9,6 @@ import (
 	"github.com/sqllock/sqllock/internal/backoff"
 	"github.com/sqllock/sqllock/internal/ctxend"
 	"github.com/sqllock/sqllock/internal/sqlutil"
-	"github.com/sqllock/sqllock/internal/waitq"
 )
 
 // ErrRefused is returned by a non-blocking Run whose try found the key held.
@@ -66,7 +35,7 @@ type Turn struct {
 
 // Spec describes one acquisition.
 type Spec struct {
-	Queue *waitq.Queue
+	Queue *Queue
 	Key   string // the queue's key
 	Wait  bool   // block until won; otherwise try once
 	// Reentry: the caller holds the key already, so it does not let those
@@ -107,7 +76,7 @@ func Run(ctx context.Context, s Spec) error {
 	if err := ctxend.Err(ctx); err != nil {
 		return err
 	}
-	var wt *waitq.Waiter
+	var wt *Waiter
 	skip := false
 	if s.Wait {
 		var ahead bool

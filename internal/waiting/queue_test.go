@@ -1,4 +1,4 @@
-package waitq
+package waiting
 
 import (
 	"context"
@@ -45,7 +45,7 @@ func wantWoken(t *testing.T, ws []*Waiter, want ...bool) {
 }
 
 func TestJoinAheadFirst(t *testing.T) {
-	q := New(Coalesce)
+	q := NewQueue(Coalesce)
 	a, ahead := q.Join("k")
 	if ahead {
 		t.Error("first waiter sees others ahead")
@@ -82,7 +82,7 @@ func TestJoinAheadFirst(t *testing.T) {
 func TestFIFO(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
-			q := New(m.mode)
+			q := NewQueue(m.mode)
 			ws := make([]*Waiter, 5)
 			for i := range ws {
 				ws[i], _ = q.Join("k")
@@ -102,7 +102,7 @@ func TestFIFO(t *testing.T) {
 // as one and the others are not woken; a signal during its try is kept, and
 // the refused head, still first, is woken again by the next release.
 func TestCoalesce(t *testing.T) {
-	q := New(Coalesce)
+	q := NewQueue(Coalesce)
 	a, _ := q.Join("k")
 	b, _ := q.Join("k")
 	ws := []*Waiter{a, b}
@@ -128,7 +128,7 @@ func TestCoalesce(t *testing.T) {
 
 // TestPerRelease: in PerRelease mode n signals wake the first n waiters.
 func TestPerRelease(t *testing.T) {
-	q := New(PerRelease)
+	q := NewQueue(PerRelease)
 	ws := make([]*Waiter, 4)
 	for i := range ws {
 		ws[i], _ = q.Join("k")
@@ -165,7 +165,7 @@ func TestLeavePassesWake(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			q := New(c.mode)
+			q := NewQueue(c.mode)
 			a, _ := q.Join("k")
 			b, _ := q.Join("k")
 			q.Signal("k")
@@ -195,7 +195,7 @@ func TestNoLostWakeup(t *testing.T) {
 				quitters = 4
 				turns    = 300
 			)
-			q := New(m.mode)
+			q := NewQueue(m.mode)
 			var held atomic.Bool
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -289,7 +289,7 @@ func TestNoLostWakeup(t *testing.T) {
 func TestSignalReportsWaiters(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
-			q := New(m.mode)
+			q := NewQueue(m.mode)
 			if q.Waiting("k") || q.Signal("k") {
 				t.Fatal("a key nobody joined has waiters")
 			}

@@ -1,4 +1,4 @@
-package waitloop
+package waiting
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sqllock/sqllock/internal/backoff"
-	"github.com/sqllock/sqllock/internal/waitq"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -37,7 +36,7 @@ func (l *lock) try(context.Context, Turn) (Result, error) {
 var slow = backoff.Exp{Min: time.Hour, Max: time.Hour}
 
 func TestTryOnce(t *testing.T) {
-	q := waitq.New(waitq.Coalesce)
+	q := NewQueue(Coalesce)
 	var l lock
 	s := Spec{Queue: q, Key: "k", Backoff: slow, Try: l.try}
 	if err := Run(context.Background(), s); err != nil {
@@ -66,7 +65,7 @@ func TestTryOnce(t *testing.T) {
 }
 
 func TestWaiterWokenByRelease(t *testing.T) {
-	q := waitq.New(waitq.Coalesce)
+	q := NewQueue(Coalesce)
 	l := lock{held: true}
 	done := make(chan error, 1)
 	go func() {
@@ -96,7 +95,7 @@ func TestWaiterWokenByRelease(t *testing.T) {
 // while the waiter queued ahead of it in the process, woken by nothing,
 // sleeps on: a grant is for one waiter.
 func TestWakeTriesAgain(t *testing.T) {
-	q := waitq.New(waitq.Coalesce)
+	q := NewQueue(Coalesce)
 	l := lock{held: true}
 	ahead := make(chan error, 1)
 	actx, acancel := context.WithCancel(context.Background())
@@ -137,7 +136,7 @@ func TestWakeTriesAgain(t *testing.T) {
 }
 
 func TestCancelLeavesQueue(t *testing.T) {
-	q := waitq.New(waitq.Coalesce)
+	q := NewQueue(Coalesce)
 	l := lock{held: true}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
@@ -150,7 +149,7 @@ func TestCancelLeavesQueue(t *testing.T) {
 	}
 }
 
-func joinAlone(q *waitq.Queue) bool {
+func joinAlone(q *Queue) bool {
 	w, ahead := q.Join("k")
 	defer q.Leave("k", w, false, false)
 	return !ahead
@@ -159,7 +158,7 @@ func joinAlone(q *waitq.Queue) bool {
 // A waiter that joins behind another waits for its turn instead of
 // trying; a reentrant one tries at once.
 func TestJoinBehindOthers(t *testing.T) {
-	q := waitq.New(waitq.Coalesce)
+	q := NewQueue(Coalesce)
 	first, _ := q.Join("k")
 	defer q.Leave("k", first, false, false)
 	var tries atomic.Int32
@@ -180,7 +179,7 @@ func TestJoinBehindOthers(t *testing.T) {
 // A wake-up that arrives while a try fails transiently is not spent: the
 // waiter tries again at once.
 func TestTransientKeepsWakeup(t *testing.T) {
-	q := waitq.New(waitq.Coalesce)
+	q := NewQueue(Coalesce)
 	var n atomic.Int32
 	try := func(context.Context, Turn) (Result, error) {
 		switch n.Add(1) {
@@ -209,7 +208,7 @@ func TestTransientKeepsWakeup(t *testing.T) {
 }
 
 func TestClosedWakes(t *testing.T) {
-	q := waitq.New(waitq.Coalesce)
+	q := NewQueue(Coalesce)
 	closed := make(chan struct{})
 	errClosed := errors.New("closed")
 	var isClosed atomic.Bool
@@ -299,7 +298,7 @@ func heldFor(l *lock) func(context.Context, Turn) (Result, error) {
 // TestBlockLetsThrough: a waiter blocked in Block tries again as soon as
 // Block lets it through; polling (an hour) could not wake it in time.
 func TestBlockLetsThrough(t *testing.T) {
-	q := waitq.New(waitq.Coalesce)
+	q := NewQueue(Coalesce)
 	l := lock{held: true}
 	gate := make(chan struct{})
 	blocked := make(chan struct{}, 1)
@@ -337,7 +336,7 @@ func TestBlockLetsThrough(t *testing.T) {
 // TestBlockEndsWithContext: a cancelled waiter ends its Block before Run
 // returns, so nothing is left waiting in the server.
 func TestBlockEndsWithContext(t *testing.T) {
-	q := waitq.New(waitq.Coalesce)
+	q := NewQueue(Coalesce)
 	l := lock{held: true}
 	var ended atomic.Bool
 	blocked := make(chan struct{}, 1)
@@ -367,7 +366,7 @@ func TestBlockEndsWithContext(t *testing.T) {
 // the key stays held (nobody keeps the gate) is followed by a pause, not
 // by another Block at once: a waiter never spins on an unkept gate.
 func TestBlockPassedAtOncePauses(t *testing.T) {
-	q := waitq.New(waitq.Coalesce)
+	q := NewQueue(Coalesce)
 	l := lock{held: true}
 	var blocks, tries atomic.Int32
 	second := make(chan struct{})
@@ -401,7 +400,7 @@ func TestBlockPassedAtOncePauses(t *testing.T) {
 // again within the bound, and takes the key freed meanwhile without a
 // word.
 func TestBound(t *testing.T) {
-	q := waitq.New(waitq.Coalesce)
+	q := NewQueue(Coalesce)
 	var l lock
 	l.held = true
 	var tries atomic.Int32

@@ -1,14 +1,4 @@
-// Package waitq queues the blocked Acquires of one process per key, in
-// arrival order, so that a release wakes one waiter rather than all of them:
-// waking all would send them to the database together for one winner.
-//
-// A waiter joins before its first try, so a release between a refused try
-// and the wait is not missed, and calls Rearm before every try, so a wake-up
-// that arrives during the try is kept and the try repeated. A waiter that
-// leaves without the key passes a wake-up it has not acted on to the next
-// one, so it is never lost. Waiters still poll on a timer for releases this
-// process does not see.
-package waitq
+package waiting
 
 import "sync"
 
@@ -42,8 +32,8 @@ type Waiter struct {
 	woken bool // ch is closed and the waiter has not rearmed since
 }
 
-// New returns an empty Queue.
-func New(mode Mode) *Queue {
+// NewQueue returns an empty Queue.
+func NewQueue(mode Mode) *Queue {
 	return &Queue{mode: mode, m: make(map[string][]*Waiter)}
 }
 
