@@ -18,7 +18,7 @@ import (
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/advisory"
 	"github.com/sqllock/sqllock/fence"
-	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/internal/testing/testdb"
 	"github.com/sqllock/sqllock/jobguard"
 	"github.com/sqllock/sqllock/migrations"
 	"github.com/sqllock/sqllock/rowlock"

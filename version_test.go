@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/internal/testing/testdb"
 )
 
 // version parses the leading "major.minor" of a version string.

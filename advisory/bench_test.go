@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/advisory"
-	"github.com/sqllock/sqllock/internal/locktest"
-	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/internal/testing/locktest"
+	"github.com/sqllock/sqllock/internal/testing/testdb"
 )
 
 // rawLock is the plain SQL a careful hand-written version runs on one

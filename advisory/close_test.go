@@ -9,8 +9,8 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/advisory"
-	"github.com/sqllock/sqllock/internal/locktest"
-	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/internal/testing/locktest"
+	"github.com/sqllock/sqllock/internal/testing/testdb"
 )
 
 // TestCloseWakesPoller: an Acquire polling for a key held elsewhere, deep in

@@ -3,7 +3,7 @@ package advisory_test
 import (
 	"testing"
 
-	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/internal/testing/testdb"
 )
 
 // Session checkers must end with their sessions.

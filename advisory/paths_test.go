@@ -7,7 +7,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/advisory"
-	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/internal/testing/testdb"
 	"github.com/sqllock/sqllock/migrations"
 )
 

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/election"
-	"github.com/sqllock/sqllock/internal/locktest"
-	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/internal/testing/locktest"
+	"github.com/sqllock/sqllock/internal/testing/testdb"
 )
 
 // TestConformance runs every statement an election takes, on each

@@ -5,7 +5,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 
-	"github.com/sqllock/sqllock/internal/sqlscan"
+	"github.com/sqllock/sqllock/internal/testing/sqlscan"
 )
 
 // The MySQL path's statements use nothing MySQL 8 lacks (the scan's own

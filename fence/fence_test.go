@@ -15,9 +15,9 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/fence"
-	"github.com/sqllock/sqllock/internal/locktest"
 	"github.com/sqllock/sqllock/internal/sqlutil"
-	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/internal/testing/locktest"
+	"github.com/sqllock/sqllock/internal/testing/testdb"
 	"github.com/sqllock/sqllock/migrations"
 	"github.com/sqllock/sqllock/tablelock"
 )

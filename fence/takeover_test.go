@@ -11,8 +11,8 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/fence"
-	"github.com/sqllock/sqllock/internal/locktest"
-	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/internal/testing/locktest"
+	"github.com/sqllock/sqllock/internal/testing/testdb"
 	"github.com/sqllock/sqllock/tablelock"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/internal/testing/testdb"
 	"github.com/sqllock/sqllock/jobguard"
 	"github.com/sqllock/sqllock/migrations"
 	"github.com/sqllock/sqllock/semaphore"

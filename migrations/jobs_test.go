@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/internal/testing/testdb"
 	"github.com/sqllock/sqllock/jobguard"
 	"github.com/sqllock/sqllock/migrations"
 )

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/internal/testing/testdb"
 )
 
 // TestLockerForgetsEndedLeases: the Locker keeps only live leases for

@@ -3,7 +3,7 @@ package optimistic_test
 import (
 	"testing"
 
-	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/internal/testing/testdb"
 )
 
 func TestMain(m *testing.M) { testdb.VerifyNoLeaks(m) }

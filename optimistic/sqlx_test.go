@@ -10,7 +10,7 @@ import (
 	"github.com/jmoiron/sqlx/reflectx"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/internal/testing/testdb"
 	"github.com/sqllock/sqllock/optimistic"
 )
 

@@ -3,7 +3,7 @@ package rowlock
 import (
 	"testing"
 
-	"github.com/sqllock/sqllock/internal/sqlscan"
+	"github.com/sqllock/sqllock/internal/testing/sqlscan"
 )
 
 // The MySQL path's statements use nothing MySQL 8 lacks. The MariaDB

@@ -25,8 +25,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/locktest"
-	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/internal/testing/locktest"
+	"github.com/sqllock/sqllock/internal/testing/testdb"
 	"github.com/sqllock/sqllock/tablelock"
 )
 

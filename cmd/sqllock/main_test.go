@@ -28,7 +28,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/internal/testing/testdb"
 	"github.com/sqllock/sqllock/migrations"
 )
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/cmd/sqllock/internal/bench"
-	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/internal/testing/testdb"
 )
 
 // TestPoolerParam: sqllock_pooler=transaction in a PostgreSQL DSN, URL or

@@ -23,7 +23,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/cmd/sqllock/internal/bench"
-	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/internal/testing/testdb"
 	"github.com/sqllock/sqllock/jobguard"
 	"github.com/sqllock/sqllock/sqlweb"
 	"github.com/sqllock/sqllock/tablelock"

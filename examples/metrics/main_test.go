@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/internal/testing/testdb"
 	"github.com/sqllock/sqllock/tablelock"
 )
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/internal/testing/testdb"
 )
 
 func TestMain(m *testing.M) { testdb.VerifyNoLeaks(m) }

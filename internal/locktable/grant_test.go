@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/internal/testing/testdb"
 )
 
 // TestGrantPayload: a grant's call, as PostgreSQL writes it ("g" and the

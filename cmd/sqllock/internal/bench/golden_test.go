@@ -8,8 +8,8 @@ import (
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/cmd/sqllock/internal/lockers"
 	"github.com/sqllock/sqllock/internal/golden"
-	"github.com/sqllock/sqllock/internal/locktest"
-	"github.com/sqllock/sqllock/internal/testdb"
+	"github.com/sqllock/sqllock/internal/testing/locktest"
+	"github.com/sqllock/sqllock/internal/testing/testdb"
 )
 
 // TestGoldenBaselines: the hand-written statements bench sets each

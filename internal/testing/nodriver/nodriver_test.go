@@ -25,7 +25,7 @@ const module = "github.com/sqllock/sqllock"
 func libraryPackages(t *testing.T, goTool string) []string {
 	t.Helper()
 	cmd := exec.Command(goTool, "list", "-f", "{{.ImportPath}}", "./...")
-	cmd.Dir = "../.."
+	cmd.Dir = "../../.."
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("go list ./...: %v", err)
@@ -75,7 +75,7 @@ func TestApplicationRegistersItsOwnDrivers(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(g, "run", prog)
-	cmd.Dir = "../.."
+	cmd.Dir = "../../.."
 	out, err := cmd.CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "ok" {
 		t.Fatalf("an application importing every library package: %v\n%s", err, out)
@@ -138,7 +138,7 @@ func main() {
 func TestLibraryLinksNoDriver(t *testing.T) {
 	g := goTool(t)
 	cmd := exec.Command(g, append([]string{"list", "-deps"}, libraryPackages(t, g)...)...)
-	cmd.Dir = "../.."
+	cmd.Dir = "../../.."
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list -deps: %v\n%s", err, out)
