@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -357,7 +356,7 @@ func TestPausedHolderLearnsOfLossOnResume(t *testing.T) {
 		}
 		// The signal is only queued when kill returns: the child may run on
 		// another core a moment longer, so wait until the kernel says stopped.
-		waitStopped(t, cmd.Process.Pid)
+		testdb.WaitStopped(t, cmd.Process.Pid)
 		stopped := time.Now()
 		l, err := tablelock.New(db.DB, db.Dialect, tablelock.WithTTL(ttl))
 		if err != nil {
@@ -398,38 +397,4 @@ func TestPausedHolderLearnsOfLossOnResume(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-}
-
-// waitStopped returns once the kernel reports every thread of pid as
-// stopped (state T): /proc/<pid>/stat speaks for the main thread alone, and
-// a Go program's other threads may run a moment longer.
-func waitStopped(t *testing.T, pid int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
-		if err != nil || len(stats) == 0 {
-			t.Skipf("cannot read the state of process %d: %v", pid, err)
-		}
-		if allStopped(stats) {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatalf("process %d did not stop", pid)
-}
-
-func allStopped(stats []string) bool {
-	for _, path := range stats {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return false
-		}
-		// The state follows the parenthesised command name.
-		i := strings.LastIndexByte(string(b), ')')
-		if i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
-			return false
-		}
-	}
-	return true
 }

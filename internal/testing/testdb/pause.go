@@ -3,7 +3,10 @@ package testdb
 import (
 	"bufio"
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -124,4 +127,38 @@ func WaitLine(t testing.TB, ctx context.Context, lines <-chan string, want strin
 			t.Fatalf("the child did not say %q", want)
 		}
 	}
+}
+
+// WaitStopped returns once the kernel reports every thread of pid as
+// stopped (state T): /proc/<pid>/stat speaks for the main thread alone, and
+// a Go program's other threads may run a moment longer.
+func WaitStopped(t testing.TB, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+		if err != nil || len(stats) == 0 {
+			t.Skipf("cannot read the state of process %d: %v", pid, err)
+		}
+		if allStopped(stats) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("process %d did not stop", pid)
+}
+
+func allStopped(stats []string) bool {
+	for _, path := range stats {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return false
+		}
+		// The state follows the parenthesised command name.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+			return false
+		}
+	}
+	return true
 }

@@ -1,4 +1,4 @@
-package sqllock_test
+package e2e_test
 
 import (
 	"bufio"
@@ -171,7 +171,7 @@ func TestPausedHolderIsFenced(t *testing.T) {
 			if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 				t.Fatal(err)
 			}
-			waitStopped(t, cmd.Process.Pid)
+			testdb.WaitStopped(t, cmd.Process.Pid)
 
 			// B waits out A's TTL, then writes through the fence.
 			b := newTableLocker(t, db, tablelock.WithTTL(fencedPausedTTL))
