@@ -17,7 +17,8 @@ import (
 )
 
 // envRestart names a command that restarts a test database server: it is
-// run with "postgres" or "mysql" and returns once the server is back.
+// run with the dialect's name ("postgres", "mariadb", or "mysql" on the
+// MySQL path) and returns once the server is back.
 // .ci/run sets it for a separate step, after the parallel test run, since a
 // restart would break every other package's tests.
 const envRestart = "SQLLOCK_RESTART_CMD"
