@@ -119,8 +119,7 @@ func (s *Lease) extend(ctx context.Context, d time.Duration) (bool, error) {
 	s.mu.Unlock()
 	ctx, cancel := context.WithDeadline(ctx, dl)
 	defer cancel()
-	start := time.Now()
-	ok, err := s.g.tbl.Renew(ctx, s.job.Name, s.owner, s.Token(), d)
+	start, ok, err := s.g.tbl.Renew(ctx, s.job.Name, s.owner, s.Token(), d)
 	if err != nil || !ok {
 		return ok, err
 	}

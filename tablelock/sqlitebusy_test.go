@@ -83,6 +83,60 @@ func TestSQLiteRenewalWinsBetweenAppTransactions(t *testing.T) {
 	}
 }
 
+// holdWrite keeps SQLite's write lock on db from start to end after t0.
+func holdWrite(t *testing.T, db *testdb.DB, t0 time.Time, start, end time.Duration) {
+	t.Helper()
+	time.Sleep(time.Until(t0.Add(start)))
+	tx, err := db.BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatalf("app transaction: %v", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.Exec(`INSERT INTO sqlitebusy_app (n) VALUES (1)`); err != nil {
+		t.Fatalf("app write: %v", err)
+	}
+	time.Sleep(time.Until(t0.Add(end)))
+	if err := tx.Commit(); err != nil {
+		t.Fatalf("app commit: %v", err)
+	}
+}
+
+// A renewal that waited out one write transaction counts its deadline from
+// the statement that renewed, not from its first look: with a 2 s TTL
+// (renewals every 667 ms, deadline 1.8 s), one that waits 0.63 s and the
+// next that waits 0.8 s keep the lease, as transactions under 1.13 s must.
+// Counted from the first look, the second renewal had 1.13 s - 0.63 s
+// left and the lease was lost.
+func TestSQLiteRenewalDeadlineFromTheStatementThatRenewed(t *testing.T) {
+	db := testdb.Fresh(t, sqllock.SQLite, 0)
+	app := testdb.Fresh(t, sqllock.SQLite, 0)
+	if _, err := app.Exec(`CREATE TABLE IF NOT EXISTS sqlitebusy_app (n INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	const ttl = 2 * time.Second
+	l := newLocker(t, db, tablelock.WithTTL(ttl))
+	ctx := context.Background()
+	lease, err := l.Acquire(ctx, locktest.Key(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	// The first renewal (at 0.67 s) waits until 1.3 s; the second (at
+	// about 1.97 s) until 2.75 s.
+	holdWrite(t, app, t0, 450*time.Millisecond, 1300*time.Millisecond)
+	holdWrite(t, app, t0, 1850*time.Millisecond, 2750*time.Millisecond)
+	select {
+	case <-lease.Done():
+	case <-time.After(time.Until(t0.Add(3500 * time.Millisecond))):
+	}
+	if err := lease.Err(); err != nil {
+		t.Fatalf("the lease was lost to two transactions the TTL allows: %v", err)
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+}
+
 // A renewal kept from SQLite's write lock past the safety margin by one
 // long transaction ends the lease with a loss that says the database was
 // busy, for how long, and which key.

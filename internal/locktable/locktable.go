@@ -609,10 +609,12 @@ func (t *Table) Void(ctx context.Context, key string, g *Grant, token int64) err
 // never shortening it (a manual extension outlives the automatic renewals
 // that follow it; a renewal with an idle row still reports true). It
 // reports false when the row is no longer that holder's (expired, taken,
-// freed, deleted).
-func (t *Table) Renew(ctx context.Context, key, owner string, token int64, ttl time.Duration) (bool, error) {
-	n, err := t.st.renew(ctx, t.h, key, owner, token, ttl)
-	return n == 1, err
+// freed, deleted). Sent is when the statement that renewed was sent: the
+// row lasts at least ttl from then, which may be later than the call (on
+// SQLite a renewal looks again while another transaction writes).
+func (t *Table) Renew(ctx context.Context, key, owner string, token int64, ttl time.Duration) (sent time.Time, ok bool, err error) {
+	n, sent, err := t.st.renew(ctx, t.h, key, owner, token, ttl)
+	return sent, n == 1, err
 }
 
 // Release gives one hold of owner's row back. When it is the last, the row

@@ -25,7 +25,7 @@ func TestPostgresDriverPaths(t *testing.T) {
 			if err != nil || !a.Won {
 				t.Fatalf("take = %+v, %v; want won", a, err)
 			}
-			if ok, err := tbl.Renew(ctx, "k", "o", a.Token, time.Minute); !ok || err != nil {
+			if _, ok, err := tbl.Renew(ctx, "k", "o", a.Token, time.Minute); !ok || err != nil {
 				t.Fatalf("renew = %v, %v; want renewed", ok, err)
 			}
 			if err := tbl.Release(ctx, "k", "o", a.Token, 0); err != nil {

@@ -19,8 +19,10 @@ type store interface {
 	// holder is known and the take refused, negative when unknown.
 	take(ctx context.Context, h handle, c Claim) (Attempt, error)
 	// renew extends owner's row under token to ttl from now; it returns
-	// the rows changed (1, or 0 when the row is not that holder's).
-	renew(ctx context.Context, h handle, key, owner string, token int64, ttl time.Duration) (int64, error)
+	// the rows changed (1, or 0 when the row is not that holder's) and
+	// when the statement that ran was sent (a store that looks again for
+	// a busy database sends more than one).
+	renew(ctx context.Context, h handle, key, owner string, token int64, ttl time.Duration) (int64, time.Time, error)
 	// release gives one hold back and frees the row with the last, from
 	// acquired_at + keep on; it returns the rows changed.
 	release(ctx context.Context, h handle, key, owner string, token int64, keep time.Duration) (int64, error)

@@ -94,15 +94,17 @@ func (s *mysqlStore) takeFree(ctx context.Context, h handle, c Claim) (bool, int
 	return true, token, nil
 }
 
-func (s *mysqlStore) renew(ctx context.Context, h handle, key, owner string, token int64, ttl time.Duration) (int64, error) {
+func (s *mysqlStore) renew(ctx context.Context, h handle, key, owner string, token int64, ttl time.Duration) (int64, time.Time, error) {
+	sent := time.Now()
 	n, err := h.exec(ctx, s.q.renew, micros(ttl), key, owner, token)
 	if err != nil || n == 1 {
-		return n, err
+		return n, sent, err
 	}
 	// MariaDB counts changed rows, not matched ones: a renewal that leaves
 	// a longer manual extension in place changes nothing, yet the row is
 	// still ours.
-	return h.count(ctx, s.q.held, key, owner, token)
+	n, err = h.count(ctx, s.q.held, key, owner, token)
+	return n, sent, err
 }
 
 func (s *mysqlStore) release(ctx context.Context, h handle, key, owner string, token int64, keep time.Duration) (int64, error) {

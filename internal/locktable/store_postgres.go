@@ -119,8 +119,10 @@ func (s *postgresStore) void(ctx context.Context, h handle, key, owner string, e
 	return s.changed(ctx, h, s.q.void, key, owner, token, above, e.Caller, micros(e.Window), e.Owner, e.Host)
 }
 
-func (s *postgresStore) renew(ctx context.Context, h handle, key, owner string, token int64, ttl time.Duration) (int64, error) {
-	return s.pgx.exec(ctx, h, s.q.renew, key, owner, token, micros(ttl))
+func (s *postgresStore) renew(ctx context.Context, h handle, key, owner string, token int64, ttl time.Duration) (int64, time.Time, error) {
+	sent := time.Now()
+	n, err := s.pgx.exec(ctx, h, s.q.renew, key, owner, token, micros(ttl))
+	return n, sent, err
 }
 
 func (s *postgresStore) release(ctx context.Context, h handle, key, owner string, token int64, keep time.Duration) (int64, error) {

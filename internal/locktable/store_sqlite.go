@@ -171,18 +171,18 @@ const renewPoll = time.Millisecond
 // due, takes the write lock in the first gap between other transactions,
 // ahead of writers that sleep in the busy handler. A renewal that never
 // found the lock free says how long it waited.
-func (s *sqliteStore) renew(ctx context.Context, h handle, key, owner string, token int64, ttl time.Duration) (int64, error) {
+func (s *sqliteStore) renew(ctx context.Context, h handle, key, owner string, token int64, ttl time.Duration) (int64, time.Time, error) {
 	conn, err := h.Conn(ctx)
 	if err != nil {
-		return 0, err
+		return 0, time.Time{}, err
 	}
 	defer conn.Close()
 	var busyMS int64
 	if err := conn.QueryRowContext(ctx, `PRAGMA busy_timeout`).Scan(&busyMS); err != nil {
-		return 0, err
+		return 0, time.Time{}, err
 	}
 	if _, err := conn.ExecContext(ctx, `PRAGMA busy_timeout = 0`); err != nil {
-		return 0, err
+		return 0, time.Time{}, err
 	}
 	defer func() {
 		// The connection goes back to the pool with the timeout it came
@@ -196,16 +196,21 @@ func (s *sqliteStore) renew(ctx context.Context, h handle, key, owner string, to
 	var busySince time.Time
 	var tick *time.Timer
 	for {
+		// The row's new expiry is counted from this statement, not from
+		// the first look: a renewal that waited out a transaction leaves
+		// the next one the whole interval.
+		sent := time.Now()
 		res, err := conn.ExecContext(ctx, s.q.renew, key, owner, token, micros(ttl))
 		if err == nil {
-			return res.RowsAffected()
+			n, err := res.RowsAffected()
+			return n, sent, err
 		}
 		switch {
 		case !busySince.IsZero() && ctx.Err() != nil:
 			// Ended while it looked again: still the busy database.
-			return 0, busyError(time.Since(busySince), ctx.Err())
+			return 0, time.Time{}, busyError(time.Since(busySince), ctx.Err())
 		case !sqlutil.IsBusy(err):
-			return 0, err
+			return 0, time.Time{}, err
 		}
 		now := time.Now()
 		if busySince.IsZero() {
@@ -216,11 +221,11 @@ func (s *sqliteStore) renew(ctx context.Context, h handle, key, owner string, to
 			tick.Reset(renewPoll)
 		}
 		if now.Sub(busySince) >= time.Duration(busyMS)*time.Millisecond {
-			return 0, busyError(now.Sub(busySince), err)
+			return 0, time.Time{}, busyError(now.Sub(busySince), err)
 		}
 		select {
 		case <-ctx.Done():
-			return 0, busyError(time.Since(busySince), ctx.Err())
+			return 0, time.Time{}, busyError(time.Since(busySince), ctx.Err())
 		case <-tick.C:
 		}
 	}

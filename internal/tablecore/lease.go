@@ -107,8 +107,7 @@ func (s *Lease) Extend(ctx context.Context, d time.Duration) error {
 		return err
 	}
 	h, l := s.h, s.h.l
-	start := time.Now()
-	ok, err := l.tbl.Renew(ctx, h.id.key, h.id.owner, h.token, d)
+	start, ok, err := l.tbl.Renew(ctx, h.id.key, h.id.owner, h.token, d)
 	switch {
 	case err != nil:
 		return fmt.Errorf("tablelock: extend %q: %w", s.Key(), err)
@@ -379,12 +378,11 @@ func (h *hold) renewLoop() {
 		}
 		expiry.Stop()
 
-		start := time.Now()
 		h.mu.Lock()
 		dl = h.deadline
 		h.mu.Unlock()
 		ctx, cancel := context.WithDeadline(h.ctx, dl)
-		ok, err := l.tbl.Renew(ctx, h.id.key, h.id.owner, h.token, l.cfg.TTL)
+		start, ok, err := l.tbl.Renew(ctx, h.id.key, h.id.owner, h.token, l.cfg.TTL)
 		cancel()
 		switch {
 		case h.ctx.Err() != nil:
