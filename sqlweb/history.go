@@ -270,20 +270,7 @@ func (h *history) charts(now time.Time) []chart {
 			byKey[k] = append(byKey[k], s)
 		}
 	}
-	keys := make([][2]string, 0, len(byKey))
-	for k := range byKey {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b [2]string) int {
-		if c := slices.Index(holds.Kinds, a[0]) - slices.Index(holds.Kinds, b[0]); c != 0 {
-			return c
-		}
-		return strings.Compare(a[1], b[1])
-	})
-	if len(keys) > maxCharts {
-		slices.SortStableFunc(keys, func(a, b [2]string) int { return len(byKey[b]) - len(byKey[a]) })
-		keys = keys[:maxCharts]
-	}
+	keys := chartKeys(byKey)
 	from := now.Add(-h.window)
 	var out []chart
 	for _, k := range keys {
@@ -377,20 +364,7 @@ func (h *history) waitCharts(now time.Time) []keyWaits {
 		k := [2]string{w.kind, w.key}
 		byKey[k] = append(byKey[k], w)
 	}
-	keys := make([][2]string, 0, len(byKey))
-	for k := range byKey {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b [2]string) int {
-		if c := slices.Index(holds.Kinds, a[0]) - slices.Index(holds.Kinds, b[0]); c != 0 {
-			return c
-		}
-		return strings.Compare(a[1], b[1])
-	})
-	if len(keys) > maxCharts {
-		slices.SortStableFunc(keys, func(a, b [2]string) int { return len(byKey[b]) - len(byKey[a]) })
-		keys = keys[:maxCharts]
-	}
+	keys := chartKeys(byKey)
 	from := now.Add(-h.window)
 	x := func(t time.Time) float64 { return padL + 3 + float64(chartW-padL-8)*frac(t.Sub(from), h.window) }
 	var out []keyWaits
@@ -435,4 +409,24 @@ func (h *history) waitCharts(now time.Time) []keyWaits {
 		out = append(out, kw)
 	}
 	return out
+}
+
+// chartKeys orders the (kind, key) pairs to chart by kind, then key: the
+// maxCharts with the most points when there are more.
+func chartKeys[T any](byKey map[[2]string][]T) [][2]string {
+	keys := make([][2]string, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b [2]string) int {
+		if c := slices.Index(holds.Kinds, a[0]) - slices.Index(holds.Kinds, b[0]); c != 0 {
+			return c
+		}
+		return strings.Compare(a[1], b[1])
+	})
+	if len(keys) > maxCharts {
+		slices.SortStableFunc(keys, func(a, b [2]string) int { return len(byKey[b]) - len(byKey[a]) })
+		keys = keys[:maxCharts]
+	}
+	return keys
 }

@@ -1,7 +1,6 @@
 package sqlweb
 
 import (
-	"fmt"
 	"strconv"
 	"time"
 
@@ -81,17 +80,9 @@ func groupsOf(rows []holds.Row, force bool) []groupView {
 				v.Cells = append([]cell{key, {Text: r.State}, {Text: r.Owner, Class: "owner"}, {Text: r.Host}, tok}, times...)
 				v.Cells = append(v.Cells, cell{Text: stamp(r.NextDue)})
 			case holds.Semaphore:
-				held := fmt.Sprintf("%d permit(s)", r.Held)
-				if r.Of > 0 {
-					held = fmt.Sprintf("%d of %d", r.Held, r.Of)
-				}
-				v.Cells = append([]cell{key, {Text: slot(r.Slot)}, {Text: held}, {Text: r.Owner, Class: "owner"}, {Text: r.Host}, tok}, times...)
+				v.Cells = append([]cell{key, {Text: r.SlotText()}, {Text: r.HeldText()}, {Text: r.Owner, Class: "owner"}, {Text: r.Host}, tok}, times...)
 			case holds.RWLock:
-				hold := r.State
-				if r.Slot != nil {
-					hold += " (row " + slot(r.Slot) + ")"
-				}
-				v.Cells = append([]cell{key, {Text: hold}, {Text: strconv.Itoa(r.Readers)}, {Text: yesNo(r.WriterWaiting)}, {Text: r.Host}, tok}, times...)
+				v.Cells = append([]cell{key, {Text: r.HoldText()}, {Text: strconv.Itoa(r.Readers)}, {Text: r.WriterWaitingText()}, {Text: r.Host}, tok}, times...)
 			default:
 				v.Cells = append([]cell{key, {Text: r.Owner, Class: "owner"}, {Text: r.Host, Class: "host"}, tok, {Text: strconv.Itoa(r.Holds)}}, times...)
 			}
@@ -114,18 +105,4 @@ func expires(r holds.Row) cell {
 		c.Class = "expiring"
 	}
 	return c
-}
-
-func slot(p *int) string {
-	if p == nil {
-		return "-"
-	}
-	return strconv.Itoa(*p)
-}
-
-func yesNo(b bool) string {
-	if b {
-		return "yes"
-	}
-	return "no"
 }

@@ -143,19 +143,14 @@ var groups = []group{
 		return []string{safe(r.Key), r.State, stamp(r.NextDue), safe(r.Owner), safe(r.Host), fmt.Sprint(r.Token)}
 	}},
 	{kindSemaphore, "semaphore permits", []string{"KEY", "SLOT", "HELD", "HOLDER", "HOLDER HOST/PID", "TOKEN"}, func(r lockRow) []string {
-		slot, held := slotText(r.Slot), fmt.Sprintf("%d permit(s)", r.Held)
+		slot := r.SlotText()
 		if r.Of > 0 { // the count the Semaphore declared (migration 00017)
 			slot += " of " + strconv.Itoa(r.Of)
-			held = fmt.Sprintf("%d of %d", r.Held, r.Of)
 		}
-		return []string{safe(r.Key), slot, held, safe(r.Owner), safe(r.Host), fmt.Sprint(r.Token)}
+		return []string{safe(r.Key), slot, r.HeldText(), safe(r.Owner), safe(r.Host), fmt.Sprint(r.Token)}
 	}},
 	{kindRWLock, "rwlock holds", []string{"KEY", "HOLD", "READERS", "WRITER WAITING", "HOLDER HOST/PID", "TOKEN"}, func(r lockRow) []string {
-		hold := r.State
-		if r.Slot != nil {
-			hold += " (row " + slotText(r.Slot) + ")"
-		}
-		return []string{safe(r.Key), hold, fmt.Sprint(r.Readers), yesNo(r.WriterWaiting), safe(r.Host), fmt.Sprint(r.Token)}
+		return []string{safe(r.Key), r.HoldText(), fmt.Sprint(r.Readers), r.WriterWaitingText(), safe(r.Host), fmt.Sprint(r.Token)}
 	}},
 	{kindLeader, "leaders", []string{"ELECTION", "VALUE", "TERM", "SINCE", "HOLDER HOST/PID"}, func(r lockRow) []string {
 		return []string{safe(r.Key), safe(r.Value), fmt.Sprint(r.Term), stamp(r.Since), safe(r.Host)}
@@ -163,20 +158,6 @@ var groups = []group{
 	{kindAdvisory, "advisory locks, as the server shows them", []string{"KEY", "SESSION", "HOLDER HOST/PID", "STATE"}, func(r lockRow) []string {
 		return []string{safe(r.Key), safe(r.Owner), safe(r.Host), r.State}
 	}},
-}
-
-func slotText(p *int) string {
-	if p == nil {
-		return "-"
-	}
-	return strconv.Itoa(*p)
-}
-
-func yesNo(b bool) string {
-	if b {
-		return "yes"
-	}
-	return "no"
 }
 
 // printLocks prints rows grouped by kind. The list shows when each hold

@@ -116,6 +116,42 @@ func (r Row) HeldFor() time.Duration { return time.Duration(r.HeldForMS) * time.
 // ExpiresIn is how long the row has left, on the database's clock.
 func (r Row) ExpiresIn() time.Duration { return r.Expires.Sub(r.Now()) }
 
+// The texts the operator's views (`sqllock locks`, the web page) show for
+// a row's columns, alike in both.
+
+// SlotText is a semaphore permit's or rwlock reader's row, "-" for none.
+func (r Row) SlotText() string {
+	if r.Slot == nil {
+		return "-"
+	}
+	return strconv.Itoa(*r.Slot)
+}
+
+// HeldText is how many permits of a semaphore's key are held: "2 of 3",
+// or "2 permit(s)" where the table does not say how many there are.
+func (r Row) HeldText() string {
+	if r.Of > 0 {
+		return fmt.Sprintf("%d of %d", r.Held, r.Of)
+	}
+	return fmt.Sprintf("%d permit(s)", r.Held)
+}
+
+// HoldText is an rwlock row's hold: "read (row 0)", "write".
+func (r Row) HoldText() string {
+	if r.Slot != nil {
+		return r.State + " (row " + r.SlotText() + ")"
+	}
+	return r.State
+}
+
+// WriterWaitingText is "yes" when a writer waits for an rwlock's readers.
+func (r Row) WriterWaitingText() string {
+	if r.WriterWaiting {
+		return "yes"
+	}
+	return "no"
+}
+
 // Part says which of a name's rows r is: "permit 2", "reader 0",
 // "writer"; "" for a row per name.
 func (r Row) Part() string {
