@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-
-	"github.com/sqllock/sqllock/internal/leasestate"
+	"sync/atomic"
 )
 
 // MaxKeys is the most distinct keys AcquireAll, TryAcquireAll and DoAll
@@ -181,7 +180,12 @@ type MultiLease struct {
 	stop        chan struct{} // closed by Release: ends the watcher
 	watcherDone chan struct{}
 
-	st leasestate.State // the first cause is kept
+	// ended is the end-once state: its Done closes once, and Cause keeps
+	// the first error given to endWith. A context rather than the
+	// strategies' lease kernel, which imports this package.
+	ended    context.Context
+	endWith  context.CancelCauseFunc
+	released atomic.Bool // Release was called
 }
 
 func newMultiLease(keys []string, leases, parts []Lease) *MultiLease {
@@ -189,6 +193,7 @@ func newMultiLease(keys []string, leases, parts []Lease) *MultiLease {
 		keys: keys, leases: leases, parts: parts,
 		stop: make(chan struct{}), watcherDone: make(chan struct{}),
 	}
+	m.ended, m.endWith = context.WithCancelCause(context.Background())
 	for _, l := range parts {
 		m.token = max(m.token, l.Token())
 	}
@@ -217,7 +222,7 @@ func (m *MultiLease) endPart(part Lease) {
 	if cause == nil {
 		cause = ErrLockLost
 	}
-	m.st.End(fmt.Errorf("sqllock: lease on %s: key %q: %w", m.Key(), part.Key(), cause))
+	m.endWith(fmt.Errorf("sqllock: lease on %s: key %q: %w", m.Key(), part.Key(), cause))
 }
 
 // Key describes the keys held, quoted, in the order taken: for messages.
@@ -266,14 +271,14 @@ func (m *MultiLease) Shared() (Lease, bool) {
 func (m *MultiLease) Token() int64 { return m.token }
 
 // Done is closed when any key is lost, or at Release.
-func (m *MultiLease) Done() <-chan struct{} { return m.st.Done() }
+func (m *MultiLease) Done() <-chan struct{} { return m.ended.Done() }
 
 // Err is nil while every key is held. After a key is lost it matches
 // ErrLockLost and names the key; after Release it matches ErrReleased.
 // It asks each key's lease, so a strategy that notices a loss when asked
 // (tablelock's deadline) is reported at once.
 func (m *MultiLease) Err() error {
-	if err := m.st.Err(); err != nil {
+	if err := context.Cause(m.ended); err != nil {
 		return err
 	}
 	for _, l := range m.parts {
@@ -282,7 +287,7 @@ func (m *MultiLease) Err() error {
 			break
 		}
 	}
-	return m.st.Err()
+	return context.Cause(m.ended)
 }
 
 // Release gives every key back, in reverse order, and returns every
@@ -297,7 +302,7 @@ func (m *MultiLease) Release(ctx context.Context) error {
 // release is Release; with rollback, the parts that hold their keys in a
 // transaction (rowlock) are rolled back instead of committed.
 func (m *MultiLease) release(ctx context.Context, rollback bool) error {
-	if !m.st.MarkReleased() {
+	if !m.released.CompareAndSwap(false, true) {
 		return fmt.Errorf("sqllock: release %s: %w", m.Key(), ErrReleased)
 	}
 	close(m.stop)
@@ -310,7 +315,7 @@ func (m *MultiLease) release(ctx context.Context, rollback bool) error {
 			errs = append(errs, err)
 		}
 	}
-	m.st.End(fmt.Errorf("sqllock: lease on %s: %w", m.Key(), ErrReleased))
+	m.endWith(fmt.Errorf("sqllock: lease on %s: %w", m.Key(), ErrReleased))
 	err := errors.Join(errs...)
 	if lostErr != nil && !errors.Is(err, ErrLockLost) {
 		// A part that ended without saying so on its own Release.
