@@ -9,6 +9,9 @@
 //     every later call returns an error matching sqllock.ErrReleased.
 //   - After Release, Err matches sqllock.ErrReleased, unless the lease was
 //     lost first: then Err keeps the loss.
+//
+// The root's MultiLease cannot use this package, which imports the root
+// for its sentinel errors: it keeps its end-once state in a context.
 package lease
 
 import (
@@ -21,7 +24,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/leasestate"
 	"github.com/sqllock/sqllock/internal/telemetry"
 )
 
@@ -37,7 +39,7 @@ type Base struct {
 	strategy string
 	key      string
 	token    int64
-	st       leasestate.State
+	st       state
 
 	tel      *telemetry.T // nil until Observe, or for a lease For gave none
 	telKey   string       // the key its telemetry carries (For)

@@ -13,7 +13,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func closed(c <-chan struct{}) bool {
+func isClosed(c <-chan struct{}) bool {
 	select {
 	case <-c:
 		return true
@@ -25,7 +25,7 @@ func closed(c <-chan struct{}) bool {
 func TestReleaseProtocol(t *testing.T) {
 	var b Base
 	b.Init("test", "k", 7)
-	if b.Key() != "k" || b.Token() != 7 || b.Err() != nil || closed(b.Done()) {
+	if b.Key() != "k" || b.Token() != 7 || b.Err() != nil || isClosed(b.Done()) {
 		t.Fatalf("fresh lease: key %q token %d err %v", b.Key(), b.Token(), b.Err())
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -47,8 +47,8 @@ func TestReleaseProtocol(t *testing.T) {
 	if err != nil || calls != 1 {
 		t.Fatalf("Release = %v after %d calls of free, want nil after 1", err, calls)
 	}
-	if !closed(b.Done()) || !errors.Is(b.Err(), sqllock.ErrReleased) {
-		t.Fatalf("after Release: Done closed %v, Err %v", closed(b.Done()), b.Err())
+	if !isClosed(b.Done()) || !errors.Is(b.Err(), sqllock.ErrReleased) {
+		t.Fatalf("after Release: Done closed %v, Err %v", isClosed(b.Done()), b.Err())
 	}
 	err = b.Release(context.Background(), func(context.Context, error) error { calls++; return nil })
 	if !errors.Is(err, sqllock.ErrReleased) || calls != 1 {
@@ -65,8 +65,8 @@ func TestLossReportedFirst(t *testing.T) {
 	if !b.Lose(b.Lost("its row was deleted")) {
 		t.Fatal("Lose on a live lease did nothing")
 	}
-	if !closed(b.Done()) || !errors.Is(b.Err(), sqllock.ErrLockLost) {
-		t.Fatalf("after a loss: Done closed %v, Err %v", closed(b.Done()), b.Err())
+	if !isClosed(b.Done()) || !errors.Is(b.Err(), sqllock.ErrLockLost) {
+		t.Fatalf("after a loss: Done closed %v, Err %v", isClosed(b.Done()), b.Err())
 	}
 	var told error
 	freeErr := errors.New("free failed")

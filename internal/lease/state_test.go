@@ -1,4 +1,4 @@
-package leasestate
+package lease
 
 import (
 	"errors"
@@ -6,23 +6,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-func isClosed(c <-chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
-}
-
 func TestLiveUntilEnd(t *testing.T) {
-	var s State
+	var s state
 	if err := s.Err(); err != nil {
 		t.Fatalf("Err of a live state = %v, want nil", err)
 	}
@@ -48,7 +35,7 @@ func TestLiveUntilEnd(t *testing.T) {
 }
 
 func TestDoneAfterEnd(t *testing.T) {
-	var s State
+	var s state
 	s.End(errors.New("gone"))
 	if !isClosed(s.Done()) {
 		t.Fatal("Done asked for after End is not closed")
@@ -56,7 +43,7 @@ func TestDoneAfterEnd(t *testing.T) {
 }
 
 func TestConcurrentEnd(t *testing.T) {
-	var s State
+	var s state
 	done := s.Done()
 	errs := make([]error, 32)
 	var wg sync.WaitGroup
@@ -85,7 +72,7 @@ func TestConcurrentEnd(t *testing.T) {
 }
 
 func TestMarkReleasedOnce(t *testing.T) {
-	var s State
+	var s state
 	var first atomic.Int32
 	var wg sync.WaitGroup
 	for range 32 {
@@ -107,7 +94,7 @@ func TestMarkReleasedOnce(t *testing.T) {
 func TestLose(t *testing.T) {
 	lost := errors.New("lost")
 
-	var s State
+	var s state
 	if !s.Lose(lost) {
 		t.Fatal("Lose of a live state reported false")
 	}
@@ -121,7 +108,7 @@ func TestLose(t *testing.T) {
 		t.Fatal("MarkReleased after a loss reported false")
 	}
 
-	var r State
+	var r state
 	r.MarkReleased()
 	if r.Lose(lost) {
 		t.Fatal("Lose after MarkReleased reported true")
@@ -130,7 +117,7 @@ func TestLose(t *testing.T) {
 		t.Fatal("Lose after MarkReleased ended the lease")
 	}
 
-	var e State
+	var e state
 	e.End(errors.New("released"))
 	if e.Lose(lost) || e.Err() == lost {
 		t.Fatal("Lose after End took effect")

@@ -1,21 +1,19 @@
-// Package leasestate holds the end-once state every strategy's Lease keeps:
-// the Done channel, closed once, the error saying why the lease ended, and
-// whether Release was called.
-package leasestate
+package lease
 
 import "sync"
 
-// closed is the Done channel of a State ended before anyone asked for it.
+// closed is the Done channel of a state ended before anyone asked for it.
 var closed = func() chan struct{} {
 	c := make(chan struct{})
 	close(c)
 	return c
 }()
 
-// State is the end-once state of one lease. The zero value is a live lease,
-// ready to use. A State must not be copied after first use: keep it as a
-// field of the Lease it belongs to.
-type State struct {
+// state is the end-once state of one lease: the Done channel, closed once,
+// the error saying why the lease ended, and whether Release was called.
+// The zero value is a live lease, ready to use. A state must not be copied
+// after first use: keep it as a field of the Base it belongs to.
+type state struct {
 	mu       sync.Mutex
 	done     chan struct{} // made on first use
 	ended    bool          // done is closed
@@ -24,7 +22,7 @@ type State struct {
 }
 
 // Done is closed when the lease ends (End or Lose).
-func (s *State) Done() <-chan struct{} {
+func (s *state) Done() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.done == nil {
@@ -37,7 +35,7 @@ func (s *State) Done() <-chan struct{} {
 }
 
 // Err is nil while the lease lives, and afterwards the error it ended with.
-func (s *State) Err() error {
+func (s *state) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.err
@@ -45,7 +43,7 @@ func (s *State) Err() error {
 
 // End ends the lease with err, closing Done. Only the first End or Lose
 // counts; later calls do nothing.
-func (s *State) End(err error) {
+func (s *state) End(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.end(err)
@@ -54,7 +52,7 @@ func (s *State) End(err error) {
 // Lose ends the lease with err unless it has ended or MarkReleased has been
 // called, and reports whether it did. Either the loss is seen by a Release
 // that calls MarkReleased and then Err, or the Release by the loss.
-func (s *State) Lose(err error) bool {
+func (s *state) Lose(err error) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.released || s.ended {
@@ -65,7 +63,7 @@ func (s *State) Lose(err error) bool {
 }
 
 // end does End's work. s.mu held.
-func (s *State) end(err error) {
+func (s *state) end(err error) {
 	if s.ended {
 		return
 	}
@@ -79,7 +77,7 @@ func (s *State) end(err error) {
 // MarkReleased records a call of Release and reports whether it was the
 // first: a later Release must return an error matching sqllock.ErrReleased.
 // It does not end the lease; Release calls End when it is done.
-func (s *State) MarkReleased() bool {
+func (s *state) MarkReleased() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.released {
