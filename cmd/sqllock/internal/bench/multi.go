@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +33,10 @@ type MultiSide struct {
 	// HotShares is each client's share of the hot key's turns.
 	HotShares  []float64 `json:"hot_key_shares"`
 	HotBusiest float64   `json:"hot_key_busiest_share"`
+	// The wait of an acquisition on the hot key (acquire returned), over
+	// every client's turns; waits cut off by the end of the run are left out.
+	HotWaitP50MS float64 `json:"hot_key_wait_p50_ms"`
+	HotWaitP99MS float64 `json:"hot_key_wait_p99_ms"`
 	// The handoff to a waiter in another process.
 	HandoffP50MS  float64 `json:"xproc_handoff_p50_ms"`
 	HandoffP99MS  float64 `json:"xproc_handoff_p99_ms"`
@@ -361,16 +366,20 @@ func warmClients(ctx context.Context, cs []contender) error {
 // each client's share in out; drain as for hotKey.
 func multiHot(ctx context.Context, cs []contender, name string, d time.Duration, drain bool, out *MultiSide) error {
 	k := benchKey(name)
+	waits := make([][]time.Duration, len(cs))
 	turns, el, err := hotKey(ctx, len(cs), d, drain, func(ctx context.Context, c int) error {
+		start := time.Now()
 		if err := cs[c].acquire(ctx, k); err != nil {
 			return err
 		}
+		waits[c] = append(waits[c], time.Since(start))
 		return cs[c].release(ctx)
 	})
 	if err != nil {
 		return err
 	}
 	out.HotPerSec, out.HotServed, _ = hotStats(turns, el)
+	out.HotWaitP50MS, out.HotWaitP99MS = percentiles(slices.Concat(waits...))
 	total := sum(turns)
 	for _, n := range turns {
 		share := 0.0
@@ -610,6 +619,8 @@ func printMulti(w io.Writer, r *MultiResult) {
 	fmt.Fprintf(tw, "hot key, clients served\t%d/%d\t%d/%d\t\t\n", r.Lib.HotServed, r.Clients, r.Raw.HotServed, r.Clients)
 	fmt.Fprintf(tw, "hot key, busiest share\t%.0f%%\t%.0f%%\t\t\n", 100*r.Lib.HotBusiest, 100*r.Raw.HotBusiest)
 	fmt.Fprintf(tw, "hot key, shares\t%s\t%s\t\t\n", shares(r.Lib.HotShares), shares(r.Raw.HotShares))
+	fmt.Fprintf(tw, "hot key, wait p50\t%.2fms\t%.2fms\t\t\n", r.Lib.HotWaitP50MS, r.Raw.HotWaitP50MS)
+	fmt.Fprintf(tw, "hot key, wait p99\t%.2fms\t%.2fms\t%.2f\t\n", r.Lib.HotWaitP99MS, r.Raw.HotWaitP99MS, ratio0(r.Lib.HotWaitP99MS, r.Raw.HotWaitP99MS))
 	fmt.Fprintf(tw, "handoff p50, other process\t%.2fms\t%.2fms\t\t\n", r.Lib.HandoffP50MS, r.Raw.HandoffP50MS)
 	fmt.Fprintf(tw, "handoff p99, other process\t%.2fms\t%.2fms\t\t\n", r.Lib.HandoffP99MS, r.Raw.HandoffP99MS)
 	if r.Lib.HandoffMissed+r.Raw.HandoffMissed > 0 {
@@ -628,6 +639,14 @@ func printMulti(w io.Writer, r *MultiResult) {
 		fmt.Fprintf(w, "fair order: skipped, %s\n", r.FairSkipped)
 	}
 	fmt.Fprintf(w, "(raw SQL: %s)\n", r.RawSQL)
+}
+
+// ratio0 is a / b, or 0 when b is.
+func ratio0(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
 }
 
 func shares(xs []float64) string {
