@@ -136,10 +136,11 @@
 //     the key held and polls as below before it blocks again. Holds
 //     released within 2ms take no gate (under load most are, and a gate
 //     costs two statements); their waiters poll. Sessions: one per Locker
-//     for all its gates, while it holds a key and 2s after; one per key
-//     waited for, per Locker, at most 4 at once, while its first waiter
-//     blocks. The Lockers sharing one pool capped by SetMaxOpenConns share
-//     its gate sessions: half of its connections above two (none below a
+//     for all its gates, while it holds a key and 2s after; per key
+//     waited for, per Locker, one for its first waiter's place in line
+//     and one while it blocks on the gate, at most 4 at once. The
+//     Lockers sharing one pool capped by SetMaxOpenConns share its gate
+//     sessions: half of its connections above two (none below a
 //     cap of 4), the rest left to takes, renewals and releases; a holder
 //     that finds none free keeps no gate, and a waiter that finds none
 //     polls. A wait that ends early (its context, a wake-up in this
@@ -147,9 +148,19 @@
 //     CONNECTION, which needs no privilege for the pool's own user's
 //     sessions) and discarded, so no statement is left waiting, even when
 //     the wait had not reached the server yet (MariaDB forgets a KILL
-//     QUERY that finds the session idle). [WithNotify](false) turns gates
-//     off. The MySQL path ([sqllock.MySQL]) has none: a Galera
-//     node's named locks are its own.
+//     QUERY that finds the session idle). The waiters of a key in every
+//     process also stand in a line, another named lock that the server
+//     grants one session at a time in the order asked: the first waiter of
+//     each Locker to find the key held joins it and waits there, sending
+//     nothing, until those ahead took the key; then it polls (from 1ms at
+//     each new holder) or blocks on the gate. A line wait ends by itself
+//     at the wait bound, and its waiter polls as without a line. Waiters
+//     that found the key held are served in their order of arrival (a
+//     new Acquire's first claim still takes a key free at that moment),
+//     so a hot key's wait lasts about a round of the line, not as many
+//     polls as it loses. [WithNotify](false) turns gates and lines off.
+//     The MySQL path ([sqllock.MySQL]) has neither: a Galera node's named
+//     locks are its own.
 //   - MySQL path and SQLite, and MariaDB waiters without a gate to wait
 //     on: waiters poll with exponential backoff and
 //     jitter, capped by [WithMaxBackoff] (100ms), and at 16ms after a

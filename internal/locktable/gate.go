@@ -38,18 +38,28 @@ import (
 // privilege): unlike KILL QUERY, that also ends a session whose wait has
 // not reached the server yet, which MariaDB would otherwise run in full.
 //
+// A key's line orders its waiters across processes: the first waiter of
+// each Locker that finds the key held asks for the line's named lock
+// (Line), which the server grants one session at a time in the order
+// asked, and keeps it until it took the key. Only the first in line
+// polls or blocks on the gate; the others wait in the server and send
+// nothing. Like a gate, the line only says who looks at the row: a wait
+// in it ends by itself at the bound, and its waiter then polls as
+// without a line.
+//
 // Sessions pinned: one per Locker for the gates of every key it holds (one
 // session can keep many named locks), taken while it holds something and
-// given back to the pool two seconds after its last key; and one per key
-// waited for, per Locker, for as long as the head of that key's waiters
-// blocks (the others of the same Locker wait for in-process wake-ups), at
-// most maxGateWaits at once. The Gates of every Locker on one pool capped
+// given back to the pool two seconds after its last key; and per key
+// waited for, per Locker, one for its place in line and one while the
+// first in line blocks on the gate (the others of the same Locker wait for
+// in-process wake-ups), at most maxGateWaits at once. The Gates of every Locker on one pool capped
 // by SetMaxOpenConns share a budget (budget): half the connections above
 // two, so the others stay free for takes, renewals and releases. Where the
 // budget is spent, a holder keeps no gate and a waiter polls.
 
-// maxGateWaits bounds the waits a Gate blocks in the server at once, each
-// on a session of its own; further waiters pause and poll as without gates.
+// maxGateWaits bounds the waits and places in line a Gate has in the
+// server at once, each on a session of its own; further waiters pause and
+// poll as without gates.
 const maxGateWaits = 4
 
 // gateBound paces the Gate's own retries and bounds the kill of a
@@ -65,6 +75,7 @@ const gateLinger = 2 * time.Second
 type gater interface {
 	// gateName is the server-wide name of key's gate in this table.
 	gateName(key string) string
+	lineName(key string) string // the server-wide name of key's line (LineName)
 	gateStatements() gateSQL
 }
 
@@ -74,6 +85,7 @@ type gateSQL struct {
 	disarm string // (name)
 	all    string // lets go of every gate of the session
 	wait   string // (name, seconds, name) -> 1 when got (and let go at once), else 0 or NULL
+	line   string // (name, seconds) -> 1 when got (kept), else 0 or NULL
 	connID string // -> this session's id, for kill
 	kill   string // fmt verb %d: the session id to end
 	gone   string // (session id) -> 0 once the server has ended the session
@@ -430,24 +442,101 @@ var errNoGate = errors.New("locktable: no gate session")
 // killed on the server and discarded before Wait returns ctx.Err().
 func (g *Gate) Wait(ctx context.Context, key string, d time.Duration) (bool, error) {
 	name := g.g.gateName(key)
+	got, conn, err := g.block(ctx, g.q.wait, []any{name, d.Seconds(), name}, d, false)
+	if conn != nil {
+		conn.Close()
+	}
+	return got, err
+}
+
+// Line puts the caller in key's line, the waiters of every process that
+// found the key held, and blocks, on a session of its own and up to d,
+// until it is first: the server lets one session at a time have the
+// line's named lock, in the order they asked for it. It returns leave,
+// which gives the place to the next in line; the caller calls it once it
+// took the key or gave up. A nil leave with a nil error means d passed.
+// When ctx ends first, it returns as Wait does.
+func (g *Gate) Line(ctx context.Context, key string, d time.Duration) (leave func(), err error) {
+	name := g.g.lineName(key)
+	got, conn, err := g.block(ctx, g.q.line, []any{name, d.Seconds()}, d, true)
+	if !got {
+		if conn != nil {
+			conn.Close()
+		}
+		return nil, err
+	}
+	let := func() {
+		defer g.b.put(true)
+		defer func() { <-g.waits }()
+		ctx, cancel := context.WithTimeout(context.Background(), lease.ReleaseTimeout)
+		defer cancel()
+		if _, err := conn.ExecContext(ctx, g.q.disarm, name); err != nil {
+			g.b.discard(conn) // the server lets go of it with the session
+			return
+		}
+		conn.Close()
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			// In the background, but for a closed Gate: the next in line
+			// takes its turn a round trip later either way, and the
+			// caller's take is done.
+			g.mu.Lock()
+			if g.closed {
+				g.mu.Unlock()
+				let()
+				return
+			}
+			g.wg.Add(1) // under g.mu: never after Close's Wait began
+			g.mu.Unlock()
+			go func() {
+				defer g.wg.Done()
+				let()
+			}()
+		})
+	}, nil
+}
+
+// LineName is the server-wide name of the named lock that orders the
+// waiters for key in the lock table named table (see GateName).
+func LineName(table, key string) string {
+	h := sha256.Sum256([]byte(table + "\x00" + key))
+	return "sqllock.line." + hex.EncodeToString(h[:20])
+}
+
+// block runs q (its first column 1 when the named lock was got, one
+// column more when !keep) with args on a session of its own, counted in
+// the Gate's waits and the pool's budget, and ends it as Wait describes
+// when ctx ends first; d bounds the wait in the server. It returns the
+// session, for the caller to close, unless the wait failed or ended.
+// keep: a named lock got is kept, and so are the session's reservations,
+// until the caller gives them back.
+func (g *Gate) block(ctx context.Context, q string, args []any, d time.Duration, keep bool) (got bool, _ *sql.Conn, _ error) {
 	select {
 	case g.waits <- struct{}{}:
-		defer func() { <-g.waits }()
 	default:
-		return false, errNoGate
+		return false, nil, errNoGate
 	}
 	if !g.b.take(true) {
-		return false, errNoGate
+		<-g.waits
+		return false, nil, errNoGate
 	}
-	defer g.b.put(true)
+	kept := false
+	defer func() {
+		if !kept {
+			g.b.put(true)
+			<-g.waits
+		}
+	}()
 	conn, err := g.db.Conn(ctx)
 	if err != nil {
-		return false, errors.Join(errNoGate, err)
+		return false, nil, errors.Join(errNoGate, err)
 	}
 	id, err := g.b.sessionID(ctx, conn, g.q.connID)
 	if err != nil {
 		g.b.discard(conn)
-		return false, errors.Join(errNoGate, err)
+		return false, nil, errors.Join(errNoGate, err)
 	}
 	type result struct {
 		got bool
@@ -461,17 +550,21 @@ func (g *Gate) Wait(ctx context.Context, key string, d time.Duration) (bool, err
 	defer scancel()
 	go func() {
 		var got, let sql.NullInt64
-		err := conn.QueryRowContext(sctx, g.q.wait, name, d.Seconds(), name).Scan(&got, &let)
+		dest := []any{&got, &let}
+		if keep {
+			dest = dest[:1]
+		}
+		err := conn.QueryRowContext(sctx, q, args...).Scan(dest...)
 		done <- result{got.Int64 == 1, err}
 	}()
 	select {
 	case r := <-done:
 		if r.err != nil {
 			g.b.discard(conn)
-			return false, r.err
+			return false, nil, r.err
 		}
-		conn.Close()
-		return r.got, nil
+		kept = keep && r.got
+		return r.got, conn, nil
 	case <-ctx.Done():
 	}
 	// The client lets go first: the driver closes the socket and says
@@ -489,7 +582,7 @@ func (g *Gate) Wait(ctx context.Context, key string, d time.Duration) (bool, err
 	_, _ = g.db.ExecContext(kctx, fmt.Sprintf(g.q.kill, id))
 	cancel()
 	g.ended(id)
-	return false, ctx.Err()
+	return false, nil, ctx.Err()
 }
 
 // ended returns once the server has ended the session id, or after

@@ -36,6 +36,7 @@ func newMariaDB(n names, cfg Config) store {
 		disarm: `DO RELEASE_LOCK(?)`,
 		all:    `DO RELEASE_ALL_LOCKS()`,
 		wait:   `SELECT GET_LOCK(?, ?), RELEASE_LOCK(?)`,
+		line:   `SELECT GET_LOCK(?, ?)`,
 		connID: `SELECT CONNECTION_ID()`,
 		kill:   `KILL CONNECTION %d`,
 		gone:   `SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?`,
@@ -170,5 +171,7 @@ func (s *mysqlStore) reap(ctx context.Context, db *sql.DB, grace time.Duration, 
 }
 
 func (s *mysqlStore) gateName(key string) string { return GateName(s.table, key) }
+
+func (s *mysqlStore) lineName(key string) string { return LineName(s.table, key) }
 
 func (s *mysqlStore) gateStatements() gateSQL { return s.gates }

@@ -209,6 +209,7 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ *Lease, 
 		Backoff:   backoff.Exp{Min: time.Millisecond, Max: l.cfg.MaxBackoff},
 		Closed:    l.done,
 		Block:     l.blockFor(key, &last),
+		Line:      l.lineFor(key),
 		Wake:      g.Wake(),
 		Bound:     l.cfg.Bound,
 		Try: func(ctx context.Context, t waiting.Turn) (waiting.Result, error) {
@@ -315,6 +316,22 @@ func (l *Locker) blockFor(key string, last *locktable.Attempt) func(context.Cont
 		}
 		got, err := l.gate.Wait(ctx, key, d)
 		return got, err == nil
+	}
+}
+
+// lineFor returns the waiting.Spec.Line of an Acquire of key: a place in
+// the key's line (locktable.Gate.Line), where the Locker has gates. A key
+// this Locker holds is left to the wake-ups of this process.
+func (l *Locker) lineFor(key string) func(context.Context, time.Duration) (func(), bool) {
+	if l.gate == nil {
+		return nil
+	}
+	return func(ctx context.Context, d time.Duration) (func(), bool) {
+		if l.holdingKey(key) {
+			return nil, false
+		}
+		leave, err := l.gate.Line(ctx, key, d)
+		return leave, err == nil
 	}
 }
 

@@ -39,7 +39,10 @@
 //     with jitter for the head of the queue (capped lower while the
 //     refusals name new holders: turned), and the cap for the others,
 //     who are woken in turn by releases in this process and poll only for
-//     releases elsewhere. With Spec.Bound, no wait outlasts the bound: the
+//     releases elsewhere. With Spec.Line, the head of the queue first
+//     waits, once per Run, for its place at the front of the line of every
+//     process's waiters, and from there polls from the bottom of the range
+//     at each new holder. With Spec.Bound, no wait outlasts the bound: the
 //     waiter then looks again, whatever it was waiting for.
 //
 // A non-blocking acquisition tries once and does not queue.

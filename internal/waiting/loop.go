@@ -59,6 +59,14 @@ type Spec struct {
 	// waiter pauses instead. It must return soon after ctx ends, leaving
 	// nothing waiting in the server.
 	Block func(ctx context.Context, d time.Duration) (got, ok bool)
+	// Line, when set, puts the head of this process's waiters for the key
+	// in line with those of every process (a line: see
+	// locktable.Gate.Line), after its first refusal, and blocks up to d
+	// until it is first in line. It returns leave, which Run calls once
+	// the waiter took the key or gave up, or nil when d passed or it could
+	// not (ok false): the waiter then polls as without a line. It must
+	// return soon after ctx ends, leaving nothing waiting in the server.
+	Line func(ctx context.Context, d time.Duration) (leave func(), ok bool)
 	// Wake, when set, receives when this waiter alone should try again
 	// (a grant of the key to it: locktable.Grant); nil never does.
 	Wake <-chan struct{}
@@ -85,7 +93,17 @@ func Run(ctx context.Context, s Spec) error {
 	}
 	// woke: wt took a wake-up and no completed try has settled it.
 	woke := false
-	leave := func(acquired bool) { s.Queue.Leave(s.Key, wt, acquired, woke) }
+	// first: the waiter's place at the front of the line, when it has one;
+	// lined: it has been in line in this Run (once is enough: a waiter
+	// whose line wait ended without its turn polls).
+	var first func()
+	lined := false
+	leave := func(acquired bool) {
+		s.Queue.Leave(s.Key, wt, acquired, woke)
+		if first != nil {
+			first()
+		}
+	}
 	e := s.Backoff
 	passed := false  // the last Block got the gate
 	var holder int64 // the holder the last refusal named
@@ -123,6 +141,23 @@ func Run(ctx context.Context, s Spec) error {
 			return ErrRefused
 		}
 		head := s.Queue.First(s.Key, wt)
+		if s.Line != nil && head && !lined && err == nil && !s.Reentry {
+			lined = true
+			lv, ended := line(ctx, &s)
+			if ended {
+				leave(false)
+				return ctxend.Err(ctx)
+			}
+			if lv != nil {
+				// First in line: the key goes round the line, so this
+				// waiter polls at its quickest while holders change. It
+				// waits as it would have without the line: a key freed
+				// meanwhile lets it through the gate, or the pause is
+				// short.
+				first = lv
+				e.Reset()
+			}
+		}
 		// A gate got at once and a refusal after it: nobody keeps the
 		// gate (its holder's Locker has none, or has not taken it yet), so
 		// this round pauses; the next blocks again.
@@ -138,7 +173,14 @@ func Run(ctx context.Context, s Spec) error {
 			}
 		}
 		passed = false
-		turned(&e, &holder, r)
+		if first != nil {
+			if r.Holder != 0 && r.Holder != holder {
+				e.Reset()
+			}
+			holder = r.Holder
+		} else {
+			turned(&e, &holder, r)
+		}
 		t := time.NewTimer(bounded(&s, pause(&s, &e, r, head)))
 		select {
 		case <-wake:
@@ -202,6 +244,35 @@ func block(ctx context.Context, s *Spec, wake <-chan struct{}, remaining time.Du
 		return false, false, true
 	}
 	return false, true, false
+}
+
+// line runs s.Line for up to the bound (a second without one), ending
+// it early when the Locker closes or ctx ends (ended: ctx ended). A
+// release in this process does not end it: the key goes to the first in
+// line.
+func line(ctx context.Context, s *Spec) (leave func(), ended bool) {
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type res struct {
+		leave func()
+		ok    bool
+	}
+	done := make(chan res, 1)
+	go func() {
+		lv, ok := s.Line(lctx, bounded(s, time.Second))
+		done <- res{lv, ok}
+	}()
+	select {
+	case r := <-done:
+		return r.leave, false
+	case <-s.Closed:
+	case <-ctx.Done():
+	}
+	cancel()
+	if r := <-done; r.leave != nil {
+		r.leave() // got its place as it ended
+	}
+	return nil, ctxend.Err(ctx) != nil
 }
 
 // bounded caps d at s.Bound, less up to a tenth of it at random, so that

@@ -430,3 +430,66 @@ func TestBound(t *testing.T) {
 		t.Fatal("a waiter that heard nothing did not look again within the bound")
 	}
 }
+
+// TestLine: a refused waiter takes its place in line once per Run, and
+// once first polls at its quickest while the holders change (a waiter
+// without a place polls every 8-16 ms then: turnCap); it leaves the line
+// once, when it won or gave up, and a place got as its wait was cut off
+// is left too.
+func TestLine(t *testing.T) {
+	const holders = 20
+	type place struct{ calls, leaves atomic.Int32 }
+	run := func(p *place, give bool) (time.Duration, error) {
+		start := time.Now()
+		err := Run(context.Background(), Spec{
+			Queue: NewQueue(Coalesce), Key: "k", Wait: true,
+			Backoff: backoff.Exp{Min: time.Millisecond, Max: time.Hour},
+			Line: func(context.Context, time.Duration) (func(), bool) {
+				p.calls.Add(1)
+				if !give {
+					return nil, true // its line wait ended without a place
+				}
+				return func() { p.leaves.Add(1) }, true
+			},
+			Try: func(_ context.Context, turn Turn) (Result, error) {
+				if turn.Tries < holders {
+					return Result{Remaining: -1, Holder: int64(turn.Tries + 1)}, nil
+				}
+				return Result{Won: true}, nil
+			},
+		})
+		return time.Since(start), err
+	}
+	var lined, polled place
+	withLine, err := run(&lined, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	without, err := run(&polled, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if withLine > without/2 {
+		t.Fatalf("over %d holders: first in line %v, without a place %v; want the first in line at least twice as quick", holders, withLine, without)
+	}
+	if lined.calls.Load() != 1 || lined.leaves.Load() != 1 || polled.calls.Load() != 1 {
+		t.Fatalf("line taken %d times and left %d times (without a place: taken %d times), want once each",
+			lined.calls.Load(), lined.leaves.Load(), polled.calls.Load())
+	}
+
+	// A place got as the context ended is left.
+	var late place
+	ctx, cancel := context.WithCancel(context.Background())
+	err = Run(ctx, Spec{
+		Queue: NewQueue(Coalesce), Key: "k", Wait: true, Backoff: slow,
+		Line: func(context.Context, time.Duration) (func(), bool) {
+			cancel()
+			time.Sleep(10 * time.Millisecond) // the wait ends before the place is reported
+			return func() { late.leaves.Add(1) }, true
+		},
+		Try: func(context.Context, Turn) (Result, error) { return Result{Remaining: -1, Holder: 1}, nil },
+	})
+	if !errors.Is(err, context.Canceled) || late.leaves.Load() != 1 {
+		t.Fatalf("cut off in line: %v, left %d times, want context.Canceled and once", err, late.leaves.Load())
+	}
+}

@@ -84,6 +84,9 @@ DO RELEASE_ALL_LOCKS()
 -- name: GatesWait
 SELECT GET_LOCK(?, ?), RELEASE_LOCK(?)
 
+-- name: GatesLine
+SELECT GET_LOCK(?, ?)
+
 -- name: GatesConnID
 SELECT CONNECTION_ID()
 
