@@ -10,8 +10,13 @@ import (
 )
 
 // recorder is a handle that keeps the statement it is given and runs
-// nothing.
-type recorder struct{ query string }
+// nothing; tl is its session's timeline (nil: none).
+type recorder struct {
+	query string
+	tl    *int64
+}
+
+func (r *recorder) timeline() *int64 { return r.tl }
 
 var errRecorded = errors.New("recorded, not run")
 
@@ -42,6 +47,14 @@ func TestGoldenStatements(t *testing.T) {
 				f(r)
 				if r.query != "" {
 					stmts = append(stmts, golden.Statement{Name: name, SQL: r.query})
+				}
+				// Again on a session whose timeline is known, where that
+				// sends another statement.
+				tl := int64(1)
+				known := &recorder{tl: &tl}
+				f(known)
+				if known.query != "" && known.query != r.query {
+					stmts = append(stmts, golden.Statement{Name: name + "KnownTimeline", SQL: known.query})
 				}
 			}
 			for _, m := range []struct {

@@ -33,7 +33,54 @@ const (
 	// is granted before the token is drawn.
 	pgTxLock = "SELECT sqllock_next_token() FROM (SELECT pg_advisory_xact_lock($1) OFFSET 0) AS granted"
 	pgTxTry  = "SELECT CASE WHEN pg_try_advisory_xact_lock($1) THEN sqllock_next_token() END"
+
+	// The same on a session whose timeline is known: the sequence value
+	// alone (migration 00019), the timeline joined by pgToken.
+	pgTryCounter         = "SELECT CASE WHEN pg_try_advisory_lock($1) THEN sqllock_next_token_counter() END"
+	pgTrySharedCounter   = "SELECT CASE WHEN pg_try_advisory_lock_shared($1) THEN sqllock_next_token_counter() END"
+	pgBlockCounter       = "SELECT sqllock_next_token_counter() FROM (SELECT pg_advisory_lock($1) OFFSET 0) AS granted"
+	pgBlockSharedCounter = "SELECT sqllock_next_token_counter() FROM (SELECT pg_advisory_lock_shared($1) OFFSET 0) AS granted"
 )
+
+// pgToken runs full, whose token comes from sqllock_next_token(), or, on
+// a session whose timeline h knows, counter, which draws the sequence value
+// alone; the token is then the same timeline << 40 | value, joined here.
+// The function reads the timeline on every call, twice (its range check
+// and its value); once per session is enough:
+//
+//   - h's timeline is taken from a token drawn on h's server session, so
+//     that session drew it outside recovery (nextval refuses on a standby);
+//   - a server's timeline changes only when it leaves recovery (a
+//     promotion, or a restart that recovers), and no session lives from
+//     outside recovery into another recovery: a restart ends them all;
+//   - so every later token of that session is on the same timeline, and
+//     the token equals what sqllock_next_token() would have returned.
+//     A session that connected to a standby and lives through its
+//     promotion has drawn no token before it (nextval refused), so it
+//     takes the new timeline from its first.
+//
+// One pinned *sql.Conn is one server session: the session forgets the
+// timeline when it pins another connection. Behind a transaction pooler
+// it is not, and session locks are refused there (WithTransactionPooler).
+// The refusals stay in the statement: sqllock.require_sync_replica and
+// the settings it checks can change under a live session (a reload), and
+// the sequence's MAXVALUE bounds the value; the timeline's bound is
+// checked where it is read.
+func pgToken(ctx context.Context, h handle, full, counter string, args []any) (int64, bool, error) {
+	tl := h.timeline()
+	if tl == nil || *tl == 0 {
+		tok, ok, err := queryToken(ctx, h, full, args)
+		if ok && err == nil && tl != nil {
+			*tl = tok >> 40
+		}
+		return tok, ok, err
+	}
+	n, ok, err := queryToken(ctx, h, counter, args)
+	if !ok || err != nil {
+		return 0, ok, err
+	}
+	return *tl<<40 | n, true, nil
+}
 
 func (postgresStore) lockID(namespace, key string) lockID {
 	id := PostgresKey(namespace, key)
@@ -41,19 +88,17 @@ func (postgresStore) lockID(namespace, key string) lockID {
 }
 
 func (postgresStore) try(ctx context.Context, h handle, id lockID, m mode) (int64, bool, error) {
-	q := pgTry
 	if m == shared {
-		q = pgTryShared
+		return pgToken(ctx, h, pgTryShared, pgTrySharedCounter, id.args)
 	}
-	return queryToken(ctx, h, q, id.args)
+	return pgToken(ctx, h, pgTry, pgTryCounter, id.args)
 }
 
 func (postgresStore) block(ctx context.Context, h handle, id lockID, m mode) (int64, bool, error) {
-	q := pgBlock
 	if m == shared {
-		q = pgBlockShared
+		return pgToken(ctx, h, pgBlockShared, pgBlockSharedCounter, id.args)
 	}
-	return queryToken(ctx, h, q, id.args)
+	return pgToken(ctx, h, pgBlock, pgBlockCounter, id.args)
 }
 
 func (postgresStore) backendID() string { return "SELECT pg_backend_pid()" }

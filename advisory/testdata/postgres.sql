@@ -1,8 +1,14 @@
 -- name: Try
 SELECT CASE WHEN pg_try_advisory_lock($1) THEN sqllock_next_token() END
 
+-- name: TryKnownTimeline
+SELECT CASE WHEN pg_try_advisory_lock($1) THEN sqllock_next_token_counter() END
+
 -- name: Block
 SELECT sqllock_next_token() FROM (SELECT pg_advisory_lock($1) OFFSET 0) AS granted
+
+-- name: BlockKnownTimeline
+SELECT sqllock_next_token_counter() FROM (SELECT pg_advisory_lock($1) OFFSET 0) AS granted
 
 -- name: Unlock
 SELECT pg_advisory_unlock($1)
@@ -10,8 +16,14 @@ SELECT pg_advisory_unlock($1)
 -- name: TryShared
 SELECT CASE WHEN pg_try_advisory_lock_shared($1) THEN sqllock_next_token() END
 
+-- name: TrySharedKnownTimeline
+SELECT CASE WHEN pg_try_advisory_lock_shared($1) THEN sqllock_next_token_counter() END
+
 -- name: BlockShared
 SELECT sqllock_next_token() FROM (SELECT pg_advisory_lock_shared($1) OFFSET 0) AS granted
+
+-- name: BlockSharedKnownTimeline
+SELECT sqllock_next_token_counter() FROM (SELECT pg_advisory_lock_shared($1) OFFSET 0) AS granted
 
 -- name: UnlockShared
 SELECT pg_advisory_unlock_shared($1)
