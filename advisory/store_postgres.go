@@ -2,6 +2,7 @@ package advisory
 
 import (
 	"context"
+	"errors"
 	"strconv"
 
 	"github.com/sqllock/sqllock"
@@ -66,20 +67,34 @@ const (
 // the settings it checks can change under a live session (a reload), and
 // the sequence's MAXVALUE bounds the value; the timeline's bound is
 // checked where it is read.
+//
+// A schema before migration 00019 has no counter function: the statement
+// fails when it is planned, before it locks anything, and the session
+// draws its tokens in full from then on (tl < 0) rather than fail.
 func pgToken(ctx context.Context, h handle, full, counter string, args []any) (int64, bool, error) {
 	tl := h.timeline()
-	if tl == nil || *tl == 0 {
+	if tl == nil || *tl <= 0 {
 		tok, ok, err := queryToken(ctx, h, full, args)
-		if ok && err == nil && tl != nil {
+		if ok && err == nil && tl != nil && *tl == 0 {
 			*tl = tok >> 40
 		}
 		return tok, ok, err
 	}
 	n, ok, err := queryToken(ctx, h, counter, args)
+	if isUndefinedFunction(err) {
+		*tl = -1
+		return queryToken(ctx, h, full, args)
+	}
 	if !ok || err != nil {
 		return 0, ok, err
 	}
 	return *tl<<40 | n, true, nil
+}
+
+// isUndefinedFunction reports PostgreSQL's undefined_function (42883).
+func isUndefinedFunction(err error) bool {
+	var pe interface{ SQLState() string }
+	return errors.As(err, &pe) && pe.SQLState() == "42883"
 }
 
 func (postgresStore) lockID(namespace, key string) lockID {

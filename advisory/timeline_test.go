@@ -4,11 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/testing/testdb"
+	"github.com/sqllock/sqllock/migrations"
 )
 
 // connHandle runs statements on one pinned connection and keeps its
@@ -86,5 +88,49 @@ func TestTokenTimelineOncePerSession(t *testing.T) {
 	}
 	if err := conn.QueryRowContext(ctx, seq).Scan(&after); err != nil || after != before {
 		t.Fatalf("sequence at %d after the refusal (%v), %d before", after, err, before)
+	}
+}
+
+// On a schema before migration 00019, which has no counter function, a
+// session's later tokens are drawn in full: every acquisition succeeds,
+// and the lease taken first is not lost to the missing function.
+func TestTokenWithoutCounterFunction(t *testing.T) {
+	ctx := context.Background()
+	db := testdb.Scratch(t, sqllock.Postgres)
+	p, err := migrations.NewProvider(db.DB, sqllock.Postgres)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 18); err != nil {
+		t.Fatal(err)
+	}
+	l, err := New(db.DB, sqllock.Postgres)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	first, err := l.Acquire(ctx, t.Name()+"/first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := first.Token()
+	for i := range 3 {
+		lease, err := l.Acquire(ctx, fmt.Sprintf("%s/%d", t.Name(), i))
+		if err != nil {
+			t.Fatalf("acquire %d on a schema without sqllock_next_token_counter: %v", i, err)
+		}
+		if lease.Token() <= last {
+			t.Fatalf("acquire %d: token %d after %d", i, lease.Token(), last)
+		}
+		last = lease.Token()
+		if err := lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := first.Err(); err != nil {
+		t.Fatalf("the first lease was lost: %v", err)
+	}
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
