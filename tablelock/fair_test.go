@@ -396,3 +396,78 @@ func TestFairnessRefused(t *testing.T) {
 		}
 	})
 }
+
+// TestFairGrantHeldWithoutClaim: a waiter granted the key soon after its
+// take queued it holds the grant as it is, without a claim of its own
+// (the row still names its entry as called, and expires with the claim
+// window), and its renewal keeps the key past the window: nobody else
+// takes it, and the lease is not lost.
+func TestFairGrantHeldWithoutClaim(t *testing.T) {
+	db, table, opts := fairTable(t)
+	const window = time.Second
+	opts = append(opts, tablelock.WithClaimWindow(window))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	holder := newLocker(t, db, opts...)
+	waiter := newLocker(t, testdb.Fresh(t, sqllock.Postgres, 0), opts...)
+	other := newLocker(t, testdb.Fresh(t, sqllock.Postgres, 0), opts...)
+	key := locktest.Key(t)
+	first, err := holder.Acquire(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan sqllock.Lease, 1)
+	errs := make(chan error, 1)
+	go func() {
+		l, err := waiter.Acquire(ctx, key)
+		if err != nil {
+			errs <- err
+			return
+		}
+		got <- l
+	}()
+	waitQueued(t, db, table, key, 1)
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var l sqllock.Lease
+	select {
+	case l = <-got:
+	case err := <-errs:
+		t.Fatal(err)
+	}
+	defer l.Release(context.Background())
+	row := func() (called bool, left time.Duration) {
+		t.Helper()
+		var us int64
+		if err := db.QueryRow("SELECT called IS NOT NULL, (extract(epoch FROM expires_at - now()) * 1000000)::bigint FROM "+pgx.Identifier{table}.Sanitize()+" WHERE lock_key = $1 AND token = $2", key, l.Token()).Scan(&called, &us); err != nil {
+			t.Fatal(err)
+		}
+		return called, time.Duration(us) * time.Microsecond
+	}
+	if called, left := row(); !called || left > window {
+		t.Fatalf("after the grant the row has called set: %v, and %v left; want the grant unclaimed, within its window %v", called, left, window)
+	}
+	for end := time.Now().Add(5 * window / 2); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if o, err := other.TryAcquire(ctx, key); err == nil {
+			o.Release(ctx)
+			t.Fatal("another Locker took the key held by a grant without a claim")
+		} else if !errors.Is(err, sqllock.ErrNotAcquired) {
+			t.Fatal(err)
+		}
+		if err := l.Err(); err != nil {
+			t.Fatalf("the lease of a grant held without a claim ended: %v", err)
+		}
+	}
+	if _, left := row(); left < time.Minute {
+		t.Fatalf("%v left on the row past the claim window; want it renewed to the TTL", left)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o, err := other.TryAcquire(ctx, key)
+	if err != nil {
+		t.Fatalf("after the release: %v", err)
+	}
+	o.Release(ctx)
+}

@@ -141,8 +141,9 @@ func WithTransactionPooler() Option {
 // an entry in the key's row, and the release that finds an entry first
 // *grants* the key to it, in the release's own statement: the waiter's
 // owner holds the key, under a new token, for the claim window
-// ([WithClaimWindow]), and the waiter, called with the token, claims it
-// with a take that extends it to its TTL. No one cuts in line, the
+// ([WithClaimWindow]), and the waiter, called with the token, holds it
+// as granted (its renewal extends it to its TTL), or, when it queued
+// long before, claims it with a take first. No one cuts in line, the
 // releaser included (docs/performance.md has the hot key's figures).
 // Within one Locker waiters queue in arrival order as always; a second
 // waiter of an owner already waiting for the key there polls instead of
@@ -186,8 +187,13 @@ func WithWaitBound(d time.Duration) Option {
 // holds the key for its waiter before the waiter claims it (default
 // 250ms). A release that grants the key to a queued waiter gives it this
 // window, on the database clock; the waiter, which normally hears the
-// grant at once, claims the key with a take that extends it to its TTL.
-// A grant nobody claims (the waiter's process died, its Locker closed)
+// grant at once, holds the key as granted when the take that queued it
+// was sent at most 0.65 of the window before (its lease then ends a tenth
+// of the window before the grant's, a quarter of the window away at
+// least, unless its renewal, at half the time left, extends the key to
+// its TTL), and otherwise claims
+// the key with a take that extends it to its TTL. A grant nobody takes
+// up (the waiter's process died, its Locker closed)
 // lapses after the window, and the key goes to the waiters queued next.
 // It must be shorter than the TTL.
 func WithClaimWindow(d time.Duration) Option {

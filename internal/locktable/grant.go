@@ -12,12 +12,20 @@ import (
 // the queue hands the row straight to it (sql/postgres/release.notify.sql):
 // the entry's owner holds it, under a new token, for the entry's claim window
 // (the lease an entry carries; tablelock.WithClaimWindow). The release
-// calls the entry's Locker with the token, and the waiter claims the row
-// with a take of its own (accept), which extends it to the waiter's TTL
-// and clears called: no one cuts in line, and a grantee that is gone
-// (crashed, closed, given up) holds the key for the window only, after
-// which the row is free to anyone, and the two entries queued next, which
-// heard a copy of the grant, look.
+// calls the entry's Locker with the token, and the waiter holds the row
+// as granted, without a statement, where a take of its own that found its
+// entry queued was sent recently enough (Grant.QueuedAt): that take came
+// before the grant, so the grant's window ends no earlier than the take's
+// send time plus the window, on the waiter's clock, and the grant's
+// commit is durable (a release that grants waits for its WAL flush). The
+// waiter's renewal then extends the row to its TTL. A waiter queued
+// longer claims the row with a take (accept), which extends it to the
+// waiter's TTL and clears called. Either way no one cuts in line, and a
+// grantee that is gone (crashed, closed, given up) holds the key for the
+// window only, after which the row is free to anyone, and the two entries
+// queued next, which heard a copy of the grant, look. No copy goes to the
+// grantee's own Locker: heard there after its waiter took the grant
+// without a statement, it would be voided under the waiter.
 //
 // Two ways to learn of a grant, and each ends in the same claim:
 //   - the call, heard by the Locker's Listener and handed to the waiter's
@@ -91,9 +99,10 @@ type Grant struct {
 	wake  chan struct{}
 
 	mu     sync.Mutex
-	token  int64 // a grant heard and not yet claimed; 0 when none
-	queued bool  // a take found Entry queued
-	above  int64 // the holder's token the last such take saw
+	token  int64     // a grant heard and not yet claimed; 0 when none
+	queued bool      // a take found Entry queued
+	above  int64     // the holder's token the last such take saw
+	sent   time.Time // when that take was sent
 }
 
 // Wake receives a value when a grant arrives; nil for a nil g.
@@ -104,12 +113,23 @@ func (g *Grant) Wake() <-chan struct{} {
 	return g.wake
 }
 
-// Queued records a take that was refused by a holder under token and
-// found the entry queued: a grant to the entry comes after it.
-func (g *Grant) Queued(token int64) {
+// Queued records a take, sent at sent, that was refused by a holder
+// under token and found the entry queued: a grant to the entry comes
+// after it.
+func (g *Grant) Queued(token int64, sent time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.queued, g.above = true, token
+	g.queued, g.above, g.sent = true, token, sent
+}
+
+// QueuedAt is when the last take that found the entry queued was sent,
+// the zero time before any: a grant to the entry under a token above
+// Above was made after it, and holds the key until that time plus the
+// claim window at least.
+func (g *Grant) QueuedAt() time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.sent
 }
 
 // Above is the holder's token the last take that found the entry queued

@@ -157,9 +157,19 @@ func (s *Lease) free(ctx context.Context, lost error) error {
 // clock reading no earlier than that, so start+TTL-margin is before the
 // row could be taken by another.
 func (l *Locker) newLease(ctx context.Context, key, owner string, a locktable.Attempt, start time.Time) *Lease {
+	deadline := start.Add(l.cfg.TTL - l.cfg.Margin)
+	// By the deadline at the latest: a take whose answer came late (a
+	// pause) leaves less than a renew interval, and the loop declares the
+	// loss on time.
+	return l.newLeaseUntil(ctx, key, owner, a, deadline, time.Until(deadline))
+}
+
+// newLeaseUntil is newLease with the loss deadline given, and the first
+// renewal due after renew at the latest: a grant held without a claim
+// (holdGrant) has its claim window only until that renewal.
+func (l *Locker) newLeaseUntil(ctx context.Context, key, owner string, a locktable.Attempt, deadline time.Time, renew time.Duration) *Lease {
 	s := &Lease{owner: owner}
 	s.base.Init("tablelock", key, a.Token)
-	deadline := start.Add(l.cfg.TTL - l.cfg.Margin)
 	id := holdID{key, owner}
 
 	l.mu.Lock()
@@ -200,11 +210,8 @@ func (l *Locker) newLease(ctx context.Context, key, owner string, a locktable.At
 	}
 	l.holds[id] = h
 	l.renewers.Add(1) // Done by renewLoop, or by halt if it never starts
-	// By the deadline at the latest: a take whose answer came late (a
-	// pause) leaves less than a renew interval, and the loop declares the
-	// loss on time.
-	h.mu.Lock() // halt reads h.renewing under h.mu, maybe in renewLoop already
-	h.renewing = time.AfterFunc(min(l.cfg.Renew, time.Until(deadline)), h.renewLoop)
+	h.mu.Lock()       // halt reads h.renewing under h.mu, maybe in renewLoop already
+	h.renewing = time.AfterFunc(min(l.cfg.Renew, renew), h.renewLoop)
 	h.mu.Unlock()
 	l.mu.Unlock()
 	s.h = h

@@ -213,16 +213,16 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ *Lease, 
 		Wake:      g.Wake(),
 		Bound:     l.cfg.Bound,
 		Try: func(ctx context.Context, t waiting.Turn) (waiting.Result, error) {
-			var heard int64
+			var heard, above int64
 			if g != nil {
-				heard = g.Take()
+				heard, above = g.Take(), g.Above()
 			}
 			// A queued first try, or one woken by a release, expects the
 			// key free.
 			c := locktable.Claim{Key: key, Owner: owner, Host: l.host, TTL: l.cfg.TTL,
 				ExpectFree: t.Queued && (t.Tries == 0 || t.Woken), Fresh: fresh, Listening: listening}
 			if g != nil {
-				c.Entry, c.Above = g.Entry, g.Above()
+				c.Entry, c.Above = g.Entry, above
 				c.Accept = c.Above >= 0
 				if heard > 0 {
 					// A grant heard: this take claims it, within the
@@ -230,10 +230,21 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ *Lease, 
 					c.Accept, c.Above = true, heard-1
 				}
 			}
+			if heard > above && above >= 0 {
+				// A grant made after the take that queued the entry.
+				if lease, ok := l.holdGrant(ctx, c, g, heard); ok {
+					won, last, tries = lease, locktable.Attempt{Won: true, Token: heard, Holds: 1}, t.Tries+1
+					if lease == nil {
+						return waiting.Result{}, errClosed
+					}
+					return waiting.Result{Won: true}, nil
+				}
+			}
+			sent := time.Now()
 			lease, a, err := l.try(ctx, c)
 			won, last, tries = lease, a, t.Tries+1
 			if g != nil && err == nil && lease == nil && a.Queued {
-				g.Queued(a.Token)
+				g.Queued(a.Token, sent)
 			}
 			r := waiting.Result{Won: lease != nil, Remaining: a.Remaining}
 			if lease == nil {
@@ -283,6 +294,43 @@ func (l *Locker) try(ctx context.Context, c locktable.Claim) (*Lease, locktable.
 	_ = l.tbl.Release(ctx, c.Key, c.Owner, a.Token, 0)
 	l.waiters.Signal(c.Key)
 	return nil, a, errClosed
+}
+
+// holdGrant holds the key as granted to g's entry under token, without
+// a statement, where the grant's window surely has room left: it began
+// after the last take that found the entry queued was sent (a release
+// pops the entry it grants, and that take saw a holder under a smaller
+// token), so the row is the waiter's until that send time plus the
+// window, and the lease counts itself lost before then, with a margin of
+// a tenth of the window, unless its renewal (at half the time left)
+// extends the row to the TTL. The grant's commit waited for its WAL
+// flush, as a take's does; with AsyncCommit it did not, and the waiter
+// claims the row as a take. ok is false where the waiter is to claim
+// it; a nil lease with ok means the Locker closed, and the grant was
+// given back.
+func (l *Locker) holdGrant(ctx context.Context, c locktable.Claim, g *locktable.Grant, token int64) (_ *Lease, ok bool) {
+	q := g.QueuedAt()
+	if l.cfg.AsyncCommit || q.IsZero() {
+		return nil, false
+	}
+	deadline := q.Add(l.cfg.Claim - l.cfg.Claim/10)
+	if time.Until(deadline) < l.cfg.Claim/4 {
+		return nil, false
+	}
+	if !l.enter() {
+		return nil, false // the take that follows finds the Locker closed
+	}
+	defer l.tries.Done()
+	a := locktable.Attempt{Won: true, Token: token, Holds: 1}
+	// Renewed at half the time left: room to retry before the deadline.
+	if s := l.newLeaseUntil(ctx, c.Key, c.Owner, a, deadline, time.Until(deadline)/2); s != nil {
+		return s, true
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lease.ReleaseTimeout)
+	defer cancel()
+	_ = l.tbl.Release(ctx, c.Key, c.Owner, token, 0)
+	l.waiters.Signal(c.Key)
+	return nil, true
 }
 
 // enter counts a try in flight, which Close waits for (tries), unless

@@ -87,8 +87,8 @@ WITH r AS (
 		set_config('synchronous_commit', 'off', true)
 )
 SELECT CASE WHEN granted THEN pg_notify($6 || (called).caller, 'g' || json_build_object('token', token, 'entry', called, 'key', lock_key)::text)::text
-		|| CASE WHEN (next).caller IS NOT NULL THEN pg_notify($6 || (next).caller, 'g' || json_build_object('token', token, 'entry', called, 'key', lock_key)::text)::text ELSE '' END
-		|| CASE WHEN (after).caller IS NOT NULL THEN pg_notify($6 || (after).caller, 'g' || json_build_object('token', token, 'entry', called, 'key', lock_key)::text)::text ELSE '' END
+		|| CASE WHEN (next).caller <> (called).caller THEN pg_notify($6 || (next).caller, 'g' || json_build_object('token', token, 'entry', called, 'key', lock_key)::text)::text ELSE '' END
+		|| CASE WHEN (after).caller <> (called).caller THEN pg_notify($6 || (after).caller, 'g' || json_build_object('token', token, 'entry', called, 'key', lock_key)::text)::text ELSE '' END
 	WHEN hold_count > 0 THEN NULL
 	WHEN wanted THEN pg_notify($5, lock_key)::text
 	WHEN (called).caller IS NOT NULL THEN pg_notify($6 || (called).caller, (called).caller || lock_key)::text
@@ -119,8 +119,8 @@ WITH r AS (
 		acquired_at = now() AND (called).claim_us > 0 AS granted
 )
 SELECT CASE WHEN granted THEN pg_notify($4 || (called).caller, 'g' || json_build_object('token', token, 'entry', called, 'key', lock_key)::text)::text
-		|| CASE WHEN (next).caller IS NOT NULL THEN pg_notify($4 || (next).caller, 'g' || json_build_object('token', token, 'entry', called, 'key', lock_key)::text)::text ELSE '' END
-		|| CASE WHEN (after).caller IS NOT NULL THEN pg_notify($4 || (after).caller, 'g' || json_build_object('token', token, 'entry', called, 'key', lock_key)::text)::text ELSE '' END
+		|| CASE WHEN (next).caller <> (called).caller THEN pg_notify($4 || (next).caller, 'g' || json_build_object('token', token, 'entry', called, 'key', lock_key)::text)::text ELSE '' END
+		|| CASE WHEN (after).caller <> (called).caller THEN pg_notify($4 || (after).caller, 'g' || json_build_object('token', token, 'entry', called, 'key', lock_key)::text)::text ELSE '' END
 	WHEN hold_count > 0 THEN NULL
 	WHEN wanted THEN pg_notify($3, lock_key)::text
 	WHEN (called).caller IS NOT NULL THEN pg_notify($4 || (called).caller, (called).caller || lock_key)::text
@@ -144,8 +144,8 @@ WITH r AS (
 		acquired_at = now() AND (called).claim_us > 0 AS granted
 )
 SELECT CASE WHEN granted THEN pg_notify($4 || (called).caller, 'g' || json_build_object('token', token, 'entry', called, 'key', lock_key)::text)::text
-		|| CASE WHEN (next).caller IS NOT NULL THEN pg_notify($4 || (next).caller, 'g' || json_build_object('token', token, 'entry', called, 'key', lock_key)::text)::text ELSE '' END
-		|| CASE WHEN (after).caller IS NOT NULL THEN pg_notify($4 || (after).caller, 'g' || json_build_object('token', token, 'entry', called, 'key', lock_key)::text)::text ELSE '' END
+		|| CASE WHEN (next).caller <> (called).caller THEN pg_notify($4 || (next).caller, 'g' || json_build_object('token', token, 'entry', called, 'key', lock_key)::text)::text ELSE '' END
+		|| CASE WHEN (after).caller <> (called).caller THEN pg_notify($4 || (after).caller, 'g' || json_build_object('token', token, 'entry', called, 'key', lock_key)::text)::text ELSE '' END
 	WHEN hold_count > 0 THEN NULL
 	WHEN wanted THEN pg_notify($3, lock_key)::text
 	WHEN (called).caller IS NOT NULL THEN pg_notify($4 || (called).caller, (called).caller || lock_key)::text

@@ -23,7 +23,9 @@
 -- listener on the table's channel; a grant is sent to the grantee's
 -- Locker on its own channel (the call prefix and its id), with the token
 -- and the entry as JSON, and copied to the two Lockers queued next, which
--- look when the grant's window ends (the grantee may be gone); a call is
+-- look when the grant's window ends (the grantee may be gone), unless
+-- they are the grantee's own (its waiter may hold the grant without a
+-- claim, and a Locker voids a grant it hears with no waiter); a call is
 -- sent to the Locker popped and copied to the two queued next, which look
 -- by themselves if the key is not taken soon (callGrace). A key nobody
 -- waits for is not announced: a transaction that queued a NOTIFY takes a
@@ -45,8 +47,8 @@ WITH r AS (
 		acquired_at = now() AND (called).claim_us > 0 AS granted
 )
 SELECT CASE WHEN granted THEN pg_notify($10 || (called).caller, 'g' || json_build_object('token', token, 'entry', called, 'key', lock_key)::text)::text
-		|| CASE WHEN (next).caller IS NOT NULL THEN pg_notify($10 || (next).caller, 'g' || json_build_object('token', token, 'entry', called, 'key', lock_key)::text)::text ELSE '' END
-		|| CASE WHEN (after).caller IS NOT NULL THEN pg_notify($10 || (after).caller, 'g' || json_build_object('token', token, 'entry', called, 'key', lock_key)::text)::text ELSE '' END
+		|| CASE WHEN (next).caller <> (called).caller THEN pg_notify($10 || (next).caller, 'g' || json_build_object('token', token, 'entry', called, 'key', lock_key)::text)::text ELSE '' END
+		|| CASE WHEN (after).caller <> (called).caller THEN pg_notify($10 || (after).caller, 'g' || json_build_object('token', token, 'entry', called, 'key', lock_key)::text)::text ELSE '' END
 	WHEN hold_count > 0 THEN NULL
 	WHEN wanted THEN pg_notify($9, lock_key)::text
 	WHEN (called).caller IS NOT NULL THEN pg_notify($10 || (called).caller, (called).caller || lock_key)::text
