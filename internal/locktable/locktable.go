@@ -72,6 +72,9 @@ type Table struct {
 	cfg Config
 	d   sqllock.Dialect
 	id  string // callerLen hex digits: whom a release calls (Claim.Listening)
+	// inline: a take may run on its caller's goroutine under a context
+	// that can end, since the driver ends it at once then (interrupter).
+	inline bool
 
 	mu     sync.Mutex
 	closed bool
@@ -106,7 +109,21 @@ func Open(db *sql.DB, d sqllock.Dialect, cfg Config) (*Table, error) {
 		return nil, err
 	}
 	return &Table{h: handle{DB: db, stmts: &stmtcache.Cache{Direct: cfg.Unprepared}}, st: st, cfg: cfg, d: d,
-		id: fmt.Sprintf("%0*x", callerLen, rand.Uint64()), work: newWorkers()}, nil
+		id: fmt.Sprintf("%0*x", callerLen, rand.Uint64()), work: newWorkers(),
+		inline: interrupts(st, db)}, nil
+}
+
+// interrupter is a store whose driver, on some handles, ends a statement
+// the moment its context ends, a wait for a lock included, and leaves
+// nothing behind unless the statement had already done its work.
+type interrupter interface {
+	interrupts(db *sql.DB) bool
+}
+
+// interrupts reports whether st's driver on db ends statements so.
+func interrupts(st store, db *sql.DB) bool {
+	in, ok := st.(interrupter)
+	return ok && in.interrupts(db)
 }
 
 // newStore builds d's store for the table cfg names.
@@ -294,12 +311,27 @@ func (t *Table) Take(ctx context.Context, c Claim) (Attempt, error) {
 // statement won is given back, one hold, as soon as it returns. A take of a
 // Fresh owner cut off with its outcome unknown is given back by owner too.
 // Close waits for those give-backs. A ctx that cannot be cancelled runs
-// inline, without a goroutine.
+// inline, without a goroutine, and so does the take of a Fresh owner where
+// the driver ends a statement at once when its ctx ends (modernc.org/sqlite,
+// whose busy wait ends too): a take cut off with its outcome unknown is
+// then given back by owner in the background. Handing the take to a
+// worker cost about 30 µs of a 110 µs acquire and release on SQLite.
 func (t *Table) TakeDetached(ctx context.Context, c Claim) (Attempt, error) {
 	if ctx.Done() == nil {
 		a, err := t.Take(ctx, c)
 		if err != nil && c.Fresh && outcomeUnknown(err) {
 			t.giveBack(c, 0)
+		}
+		return a, err
+	}
+	if t.inline && c.Fresh && c.Entry == (Entry{}) && !t.queuesCalls(c) {
+		a, err := t.Take(ctx, c)
+		if err != nil && outcomeUnknown(err) {
+			if ctx.Err() == nil {
+				t.giveBack(c, 0) // before a retry under the same owner
+			} else {
+				t.giveBackLater(c)
+			}
 		}
 		return a, err
 	}
@@ -416,6 +448,24 @@ func (t *Table) endTurn(key string, mine chan struct{}) {
 // connection) rather than refused by the server, which rolls it back.
 func outcomeUnknown(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || sqlutil.IsConnLoss(err)
+}
+
+// giveBackLater runs giveBack(c, 0) on a worker, for a take of a Fresh
+// owner cut off on its caller's goroutine: it may have taken the row as
+// its context ended. Close waits for it.
+func (t *Table) giveBackLater(c Claim) {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		t.giveBack(c, 0) // Close may be past its wait for bg: give back here
+		return
+	}
+	t.bg.Add(1)
+	t.mu.Unlock()
+	t.work.run(func() {
+		defer t.bg.Done()
+		t.giveBack(c, 0)
+	})
 }
 
 // giveBack returns the hold a take of c won (token), or, with token 0, the

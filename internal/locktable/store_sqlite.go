@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -66,6 +67,18 @@ func newSQLite(n names, _ Config) store {
 func sqliteTriggerNames(index string) (in, up string) {
 	base := strings.TrimSuffix(index, "_expires_at`")
 	return base + "_token_in`", base + "_token_up`"
+}
+
+// interrupts reports whether db's driver is modernc.org/sqlite, which
+// interrupts a statement whose context ends, and ends its busy handler's
+// wait for the write lock then too; others (mattn/go-sqlite3) sleep out
+// the busy timeout first, so their takes stay detached.
+func (s *sqliteStore) interrupts(db *sql.DB) bool {
+	t := reflect.TypeOf(db.Driver())
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t != nil && t.PkgPath() == "modernc.org/sqlite"
 }
 
 // take takes the key with the bump of the fence row: in one statement
