@@ -161,7 +161,22 @@
 //     polls as it loses. [WithNotify](false) turns gates and lines off.
 //     The MySQL path ([sqllock.MySQL]) has neither: a Galera node's named
 //     locks are its own.
-//   - MySQL path and SQLite, and MariaDB waiters without a gate to wait
+//   - SQLite: the waiter blocks on a named pipe. A Locker keeps a gate for
+//     each key it has held for 2ms or more: a named pipe (FIFO), named by
+//     the same digest of the table and key, in a folder beside the
+//     database file (app.db-sqllock-gates for app.db, made on first use),
+//     which it holds open until the release committed, and then removes.
+//     The first waiter of a key in a Locker opens the pipe and sleeps in
+//     Go's poller until no process holds it open: the holder let go, or
+//     died (the kernel closes a killed process's files, kill -9 included),
+//     for the holder's remaining lease but never longer than the bound; it
+//     then claims the row as ever. A pipe nobody holds open (a holder
+//     younger than 2ms, an in-memory database, a folder it cannot write)
+//     tells the waiter so at once, and it polls as below. A holder that
+//     dies leaves its pipe behind, an empty file the key's next gated
+//     holder reuses and removes. Windows has no such pipes: waiters poll.
+//     [WithNotify](false) turns gates off.
+//   - MySQL path, MariaDB and SQLite waiters without a gate to wait
 //     on: waiters poll with exponential backoff and
 //     jitter, capped by [WithMaxBackoff] (100ms), and at 16ms after a
 //     refusal that names a new holder (the key changes hands faster than

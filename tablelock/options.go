@@ -109,7 +109,8 @@ func WithMaxBackoff(d time.Duration) Option {
 // that free a key (Release, ReleaseKey, ForceRelease, Close, the reaper)
 // announce it, so that other Lockers' waiters hear of it. On MariaDB it
 // turns the Locker's gates on or off (see Waiting in the package doc):
-// off, it keeps no gate session and its waiters poll.
+// off, it keeps no gate session and its waiters poll; on SQLite likewise
+// for its gates, named pipes beside the database file.
 func WithNotify(on bool) Option {
 	return func(c *config) error {
 		c.Notify, c.NotifyOn = on, on

@@ -9,3 +9,10 @@ func (t *Table) Quiet(key string) bool {
 	ps, ok := t.st.(*postgresStore)
 	return ok && ps.rows.quiet(key)
 }
+
+// Kept reports whether g, a file gate, keeps key's pipe open.
+func (g *Gate) Kept(key string) bool {
+	g.file.mu.Lock()
+	defer g.file.mu.Unlock()
+	return g.file.kept[key] != nil
+}

@@ -19,7 +19,7 @@ import (
 )
 
 // A gate is a wake-up for waiters in other processes where the dialect has
-// no announcements (MariaDB): a server-side named lock per key that the
+// no announcements (MariaDB here; SQLite's are files, gatefile.go): a server-side named lock per key that the
 // holding Locker keeps, on one session of its own, for as long as it holds
 // the key's row, and lets go of only after the row's release committed. A
 // waiter blocks in the server on the gate and is woken by the server the
@@ -104,6 +104,8 @@ func GateName(table, key string) string {
 // Gate keeps the gates of the keys a Locker holds, and blocks its waiters
 // on the gates of keys held elsewhere. It is safe for concurrent use.
 type Gate struct {
+	file *fileGates // SQLite's: pipes beside the database file; the rest is MariaDB's
+
 	db  *sql.DB
 	b   *budget
 	g   gater
@@ -124,6 +126,12 @@ type Gate struct {
 // Gate returns the Table's Gate, or nil where the dialect has none. Close
 // it when done: it counts in its pool's budget of gate sessions.
 func (t *Table) Gate(log *slog.Logger) *Gate {
+	if fg, ok := t.st.(fileGater); ok {
+		if !fileGateSupported {
+			return nil
+		}
+		return &Gate{file: newFileGates(t.h.DB, t.cfg.Table, fg.schema(t.cfg.Table))}
+	}
 	g, ok := t.st.(gater)
 	if !ok || g.gateStatements().wait == "" {
 		return nil
@@ -261,11 +269,29 @@ func (b *budget) discard(conn *sql.Conn) {
 
 // Arm asks for key's gate to be kept: the caller holds key's row now. It
 // returns at once; the gate session takes the gate shortly after.
-func (g *Gate) Arm(key string) { g.change(key, 1) }
+func (g *Gate) Arm(key string) {
+	if g.file != nil {
+		g.file.arm(key)
+		return
+	}
+	g.change(key, 1)
+}
 
 // Disarm ends an Arm: called after the row's release committed, or once
 // the row is no longer the caller's.
-func (g *Gate) Disarm(key string) { g.change(key, -1) }
+func (g *Gate) Disarm(key string) {
+	if g.file != nil {
+		g.file.disarm(key)
+		return
+	}
+	g.change(key, -1)
+}
+
+// Knows reports whether a Wait tells a gate nobody keeps from a holder
+// that let go (file gates: it returns errNoGate for the first), so its
+// caller may wait on a holder of any age; MariaDB's Wait gets a gate
+// nobody keeps at once, as if let through.
+func (g *Gate) Knows() bool { return g.file != nil }
 
 func (g *Gate) change(key string, by int) {
 	name := g.g.gateName(key)
@@ -297,6 +323,10 @@ func (g *Gate) change(key string, by int) {
 // Close lets go of every gate and gives the gate session back; it waits
 // for the gate goroutine to end. Later calls do nothing.
 func (g *Gate) Close() {
+	if g.file != nil {
+		g.file.close()
+		return
+	}
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
@@ -441,6 +471,9 @@ var errNoGate = errors.New("locktable: no gate session")
 // caller looks at the row again. When ctx ends first, the session is
 // killed on the server and discarded before Wait returns ctx.Err().
 func (g *Gate) Wait(ctx context.Context, key string, d time.Duration) (bool, error) {
+	if g.file != nil {
+		return g.file.wait(ctx, key, d)
+	}
 	name := g.g.gateName(key)
 	got, conn, err := g.block(ctx, g.q.wait, []any{name, d.Seconds(), name}, d, false)
 	if conn != nil {
@@ -457,6 +490,9 @@ func (g *Gate) Wait(ctx context.Context, key string, d time.Duration) (bool, err
 // took the key or gave up. A nil leave with a nil error means d passed.
 // When ctx ends first, it returns as Wait does.
 func (g *Gate) Line(ctx context.Context, key string, d time.Duration) (leave func(), err error) {
+	if g.file != nil {
+		return nil, errNoGate // SQLite's gates have no line: its waiters wait on the gate
+	}
 	name := g.g.lineName(key)
 	got, conn, err := g.block(ctx, g.q.line, []any{name, d.Seconds()}, d, true)
 	if !got {

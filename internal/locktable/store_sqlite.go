@@ -81,6 +81,15 @@ func (s *sqliteStore) interrupts(db *sql.DB) bool {
 	return t != nil && t.PkgPath() == "modernc.org/sqlite"
 }
 
+// schema is the schema of table as configured: its gates are beside that
+// schema's file.
+func (s *sqliteStore) schema(table string) string {
+	if i := strings.IndexByte(table, '.'); i >= 0 {
+		return table[:i]
+	}
+	return "main"
+}
+
 // take takes the key with the bump of the fence row: in one statement
 // where the table's triggers bump it, in one transaction with an update
 // of its own where they do not. Its statements are prepared once (per

@@ -35,7 +35,7 @@ type Locker struct {
 	host    string
 	waiters *waiting.Queue
 	ln      *locktable.Listener // nil unless the dialect announces releases and WithNotify is on
-	gate    *locktable.Gate     // nil unless the dialect gates keys (MariaDB) and WithNotify is on
+	gate    *locktable.Gate     // nil unless the dialect gates keys (MariaDB, SQLite) and WithNotify is on
 	done    chan struct{}       // closed by Close
 	tel     *telemetry.T
 
@@ -353,13 +353,14 @@ func roomToListen(db *sql.DB) bool { return db.Stats().MaxOpenConnections != 1 }
 // on the key's gate, where the Locker has gates; last is the Acquire's
 // last refused try. A key this Locker holds is left to the wake-ups of
 // this process, and a holder younger than gateAfter (and the round trip
-// that takes its gate) to polling: it may keep no gate yet.
+// that takes its gate) to polling: it may keep no gate yet. SQLite's
+// gates say so themselves (Gate.Knows), so any holder is waited on.
 func (l *Locker) blockFor(key string, last *locktable.Attempt) func(context.Context, time.Duration) (bool, bool) {
 	if l.gate == nil {
 		return nil
 	}
 	return func(ctx context.Context, d time.Duration) (bool, bool) {
-		if last.HeldFor < gateAfter+gateAfter/2 || l.holdingKey(key) {
+		if (!l.gate.Knows() && last.HeldFor < gateAfter+gateAfter/2) || l.holdingKey(key) {
 			return false, false
 		}
 		got, err := l.gate.Wait(ctx, key, d)
