@@ -18,7 +18,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/advisory"
-	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/dberr"
 	"github.com/sqllock/sqllock/internal/testing/locktest"
 	"github.com/sqllock/sqllock/internal/testing/testdb"
 	"github.com/sqllock/sqllock/migrations"
@@ -357,7 +357,7 @@ func TestAcquireOneByOneDeadlocks(t *testing.T) {
 						lease, err := l.Acquire(ctx, w.keys[i])
 						if err != nil {
 							switch {
-							case sqlutil.IsDeadlock(err):
+							case dberr.IsDeadlock(err):
 								dbDeadlocks.Add(1)
 								stop()
 							case ctx.Err() == nil:

@@ -12,9 +12,9 @@ import (
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/backoff"
 	"github.com/sqllock/sqllock/internal/ctxend"
+	"github.com/sqllock/sqllock/internal/dberr"
 	"github.com/sqllock/sqllock/internal/identity"
 	"github.com/sqllock/sqllock/internal/lease"
-	"github.com/sqllock/sqllock/internal/sqlutil"
 	"github.com/sqllock/sqllock/internal/telemetry"
 	"github.com/sqllock/sqllock/internal/waiting"
 )
@@ -371,7 +371,7 @@ func (l *Locker) pollLoop(ctx context.Context, e *entry, wait bool, won **Lease)
 		Closed:  l.done,
 		Try: func(ctx context.Context, t waiting.Turn) (waiting.Result, error) {
 			lease, err := l.tryOnce(ctx, e)
-			if err != nil && t.Queued && sqlutil.IsRetryable(err) {
+			if err != nil && t.Queued && dberr.IsRetryable(err) {
 				l.cfg.logger.Info("advisory: acquire failed, retrying", telemetry.AttrKey, e.key, telemetry.LogError, err.Error())
 			}
 			*won = lease

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/dialect"
 )
 
 // store is one dialect's locks: the statements, the order of their
@@ -139,7 +139,7 @@ type noTokenHandle struct{ h handle }
 func (noTokenHandle) timeline() *int64 { return nil }
 
 // tokenExprs are the expressions the stores draw a token with.
-var tokenExprs = []string{sqlutil.PostgresToken, "NEXTVAL(sqllock_fence_seq)"}
+var tokenExprs = []string{dialect.PostgresToken, "NEXTVAL(sqllock_fence_seq)"}
 
 // noTokenSQL caches each statement's text without its token.
 var noTokenSQL sync.Map

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/internal/ctxend"
+	"github.com/sqllock/sqllock/internal/dberr"
 	"github.com/sqllock/sqllock/internal/lease"
-	"github.com/sqllock/sqllock/internal/sqlutil"
 	"github.com/sqllock/sqllock/internal/telemetry"
 )
 
@@ -39,7 +39,7 @@ func (l *Locker) waitInServer(ctx context.Context, e *entry) (won *Lease, polls 
 		switch {
 		case won != nil:
 			return won, false, nil
-		case err != nil && sqlutil.IsRetryable(err):
+		case err != nil && dberr.IsRetryable(err):
 			return nil, true, nil
 		case err != nil:
 			return nil, false, err
@@ -68,7 +68,7 @@ func (l *Locker) waitInServer(ctx context.Context, e *entry) (won *Lease, polls 
 	l.mu.Lock()
 	l.freeWaiter(e)
 	l.mu.Unlock()
-	if sqlutil.IsRetryable(err) {
+	if dberr.IsRetryable(err) {
 		l.cfg.logger.Info("advisory: wait in the server failed, polling", telemetry.AttrKey, e.key, telemetry.LogError, err.Error())
 		return nil, true, nil
 	}

@@ -13,9 +13,10 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/ctxend"
+	"github.com/sqllock/sqllock/internal/dberr"
+	"github.com/sqllock/sqllock/internal/dialect"
 	"github.com/sqllock/sqllock/internal/identity"
 	"github.com/sqllock/sqllock/internal/lease"
-	"github.com/sqllock/sqllock/internal/sqlutil"
 	"github.com/sqllock/sqllock/internal/tablecore"
 	"github.com/sqllock/sqllock/internal/telemetry"
 	"github.com/sqllock/sqllock/tablelock"
@@ -175,7 +176,7 @@ func (e *Election) Campaign(ctx context.Context, name, value string) (ld *Leader
 	// names no leader.
 	args := []any{name, won.Token(), value}
 	if e.q.announces {
-		args = append(args, sqlutil.NotifyChannel(tablelock.DefaultTable), termPayload(name))
+		args = append(args, dialect.NotifyChannel(tablelock.DefaultTable), termPayload(name))
 	}
 	res, err := e.db.ExecContext(ctx, e.q.insert, args...)
 	if err == nil && e.q.strict != "" {
@@ -187,7 +188,7 @@ func (e *Election) Campaign(ctx context.Context, name, value string) (ld *Leader
 	}
 	if err != nil {
 		_ = won.Release(ctx)
-		if sqlutil.IsUnstorable(err) {
+		if dberr.IsUnstorable(err) {
 			err = fmt.Errorf("%w: the database cannot store the value as given: %w", sqllock.ErrInvalidOption, err)
 		}
 		return nil, fmt.Errorf("election: campaign %q: publish term %d: %w", name, won.Token(), err)
@@ -218,7 +219,7 @@ func (e *Election) Leader(ctx context.Context, name string) (Leader, error) {
 	case err != nil:
 		return Leader{}, fmt.Errorf("election: leader %q: %w", name, err)
 	}
-	ld.Since = sqlutil.ToTime(since)
+	ld.Since = dialect.ToTime(since)
 	return ld, nil
 }
 
@@ -312,7 +313,7 @@ func (e *Election) after(ctx context.Context, name string, term int64) ([]Leader
 		if err := rows.Scan(&ld.Value, &ld.Term, &since); err != nil {
 			return nil, err
 		}
-		ld.Since = sqlutil.ToTime(since)
+		ld.Since = dialect.ToTime(since)
 		out = append(out, ld)
 	}
 	return out, rows.Err()

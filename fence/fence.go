@@ -13,7 +13,8 @@ import (
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/backoff"
 	"github.com/sqllock/sqllock/internal/ctxend"
-	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/dberr"
+	"github.com/sqllock/sqllock/internal/dialect"
 	"github.com/sqllock/sqllock/internal/telemetry"
 )
 
@@ -89,7 +90,7 @@ func New(d sqllock.Dialect, opts ...Option) (*Fence, error) {
 
 // storeFor returns d's store for the table named table.
 func storeFor(d sqllock.Dialect, table string) (store, error) {
-	t, err := sqlutil.QuoteIdent(d, table)
+	t, err := dialect.QuoteIdent(d, table)
 	if err != nil {
 		return nil, fmt.Errorf("fence: table: %w", err)
 	}
@@ -260,7 +261,7 @@ func (f *Fence) Write(ctx context.Context, db *sql.DB, resource string, fn func(
 	attempts := 0
 	retryable := func(err error) bool {
 		attempts++
-		return attempts < writeAttempts && sqlutil.IsRetryable(err) && !errors.Is(err, sqllock.ErrStaleToken)
+		return attempts < writeAttempts && dberr.IsRetryable(err) && !errors.Is(err, sqllock.ErrStaleToken)
 	}
 	err := backoff.Retry(ctx, writeBackoff, retryable, func(ctx context.Context) error {
 		// An ended lease is refused before a connection is taken.

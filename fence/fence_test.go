@@ -15,7 +15,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/fence"
-	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/dberr"
 	"github.com/sqllock/sqllock/internal/testing/locktest"
 	"github.com/sqllock/sqllock/internal/testing/testdb"
 	"github.com/sqllock/sqllock/migrations"
@@ -313,7 +313,7 @@ func TestConcurrentChecks(t *testing.T) {
 				for i := range each {
 					token := int64(tokens[i*writers+w] + 1)
 					err := writeOnce(ctx, db, f, table, res, token)
-					for attempt := 0; err != nil && sqlutil.IsRetryable(err) && attempt < 20; attempt++ {
+					for attempt := 0; err != nil && dberr.IsRetryable(err) && attempt < 20; attempt++ {
 						retried.Add(1)
 						err = writeOnce(ctx, db, f, table, res, token)
 					}

@@ -10,10 +10,10 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/ctxend"
+	"github.com/sqllock/sqllock/internal/dberr"
 	"github.com/sqllock/sqllock/internal/identity"
 	"github.com/sqllock/sqllock/internal/lease"
 	"github.com/sqllock/sqllock/internal/locktable"
-	"github.com/sqllock/sqllock/internal/sqlutil"
 	"github.com/sqllock/sqllock/internal/telemetry"
 	"github.com/sqllock/sqllock/tablelock"
 )
@@ -213,7 +213,7 @@ func (g *Guard) take(ctx context.Context, job Job) (*Lease, error) {
 	switch {
 	case err != nil && ctxend.Err(ctx) != nil:
 		return nil, errors.Join(fmt.Errorf("jobguard: acquire %q: %w", job.Name, sqllock.ErrNotAcquired), ctxend.Err(ctx))
-	case err != nil && (sqlutil.IsDeadlock(err) || sqlutil.IsLockNotAvailable(err)):
+	case err != nil && (dberr.IsDeadlock(err) || dberr.IsLockNotAvailable(err)):
 		// MariaDB picks one of two racing inserters as a deadlock victim:
 		// the other one took the job.
 		return nil, fmt.Errorf("jobguard: acquire %q: %w: taken by a concurrent runner", job.Name, sqllock.ErrNotAcquired)

@@ -10,8 +10,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/dberr"
 	"github.com/sqllock/sqllock/internal/lease"
-	"github.com/sqllock/sqllock/internal/sqlutil"
 	"github.com/sqllock/sqllock/internal/telemetry"
 )
 
@@ -98,7 +98,7 @@ func (s *Lease) keepAlive() {
 			tel.Renewal(s.job.Name, telemetry.RenewFailed)
 			s.lose("the row is no longer this run's (force-released by an operator?)")
 			return
-		case sqlutil.IsRetryable(err) || errors.Is(err, context.DeadlineExceeded):
+		case dberr.IsRetryable(err) || errors.Is(err, context.DeadlineExceeded):
 			tel.Renewal(s.job.Name, telemetry.RenewRetried)
 			s.base.Event("sqllock.renewal.retried", err)
 			next.Reset(period / 8) // the expiry timer ends the lease if none succeeds

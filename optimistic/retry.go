@@ -9,7 +9,7 @@ import (
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/backoff"
 	"github.com/sqllock/sqllock/internal/ctxend"
-	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/dberr"
 )
 
 // Policy decides whether, and after what pause, to try again. It has one
@@ -180,7 +180,7 @@ func RetryStats(ctx context.Context, p Policy, fn func(ctx context.Context) erro
 		switch {
 		case errors.Is(err, sqllock.ErrConflict):
 			st.Conflicts++
-		case sqlutil.IsRetryable(err):
+		case dberr.IsRetryable(err):
 			st.Transient++
 		default:
 			return st, err

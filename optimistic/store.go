@@ -8,7 +8,7 @@ import (
 	"strconv"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/dialect"
 	"github.com/sqllock/sqllock/internal/stmtcache"
 )
 
@@ -104,7 +104,7 @@ type syntax struct {
 	numbered bool            // markers carry their position: $1, ?1
 }
 
-func (s syntax) quote(name string) (string, error) { return sqlutil.QuoteIdent(s.dialect, name) }
+func (s syntax) quote(name string) (string, error) { return dialect.QuoteIdent(s.dialect, name) }
 
 func (s syntax) ph(i int) string {
 	if s.numbered {

@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/dberr"
 	"github.com/sqllock/sqllock/internal/testing/testdb"
 	"github.com/sqllock/sqllock/optimistic"
 )
@@ -75,7 +75,7 @@ func transientErr(t *testing.T, db *testdb.DB) error {
 	default:
 		err = sqliteBusy(t, db.Driver)
 	}
-	if !sqlutil.IsRetryable(err) {
+	if !dberr.IsRetryable(err) {
 		t.Fatalf("%v is not retryable: the test would prove nothing", err)
 	}
 	return err
@@ -124,7 +124,7 @@ func permanentErr(t *testing.T, db *testdb.DB) error {
 		rows.Close()
 		t.Fatal("a missing table was found")
 	}
-	if sqlutil.IsRetryable(err) {
+	if dberr.IsRetryable(err) {
 		t.Fatalf("%v is retryable", err)
 	}
 	return err

@@ -12,7 +12,7 @@ import (
 	"github.com/jmoiron/sqlx/reflectx"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/dberr"
 )
 
 // Load reads the row of t whose key is id into a T, a struct mapped to
@@ -114,7 +114,7 @@ func ModifyStats[T any](ctx context.Context, db sqllock.Querier, t *Table, id an
 		var v T
 		if err := t.load(ctx, db, m, id, &v); err != nil {
 			err = fmt.Errorf("optimistic: load %s %v: %w", t.name, id, err)
-			if transientOK && sqlutil.IsRetryable(err) {
+			if transientOK && dberr.IsRetryable(err) {
 				return err // a read can always be repeated
 			}
 			return Stop(err)
@@ -123,7 +123,7 @@ func ModifyStats[T any](ctx context.Context, db sqllock.Querier, t *Table, id an
 			return Stop(err)
 		}
 		if err := t.store(ctx, db, m, reflect.ValueOf(&v).Elem()); err != nil {
-			if errors.Is(err, sqllock.ErrConflict) || transientOK && sqlutil.IsRetryable(err) && !writeInDoubt(err) {
+			if errors.Is(err, sqllock.ErrConflict) || transientOK && dberr.IsRetryable(err) && !writeInDoubt(err) {
 				return err
 			}
 			return Stop(err)
@@ -137,7 +137,7 @@ func ModifyStats[T any](ctx context.Context, db sqllock.Querier, t *Table, id an
 // writeInDoubt reports a connection lost while a write may have reached
 // the server.
 func writeInDoubt(err error) bool {
-	return sqlutil.IsConnLoss(err) && !sqlutil.NeverSent(err)
+	return dberr.IsConnLoss(err) && !dberr.NeverSent(err)
 }
 
 // load reads the row into dest, a pointer to m's struct type, with sqlx's

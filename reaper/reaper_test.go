@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/dialect"
 	"github.com/sqllock/sqllock/internal/testing/locktest"
 	"github.com/sqllock/sqllock/internal/testing/testdb"
 	"github.com/sqllock/sqllock/reaper"
@@ -179,7 +179,7 @@ func TestNotifiesWaitersOnPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{sqlutil.NotifyChannel(table)}.Sanitize()); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{dialect.NotifyChannel(table)}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
 	r, err := reaper.New(db.DB, db.Dialect, reaper.WithTable(table), reaper.WithGrace(0))

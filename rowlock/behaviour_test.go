@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/dberr"
 	"github.com/sqllock/sqllock/internal/testing/locktest"
 	"github.com/sqllock/sqllock/internal/testing/testdb"
 	"github.com/sqllock/sqllock/rowlock"
@@ -92,7 +92,7 @@ func TestGapLockControl(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = db.ExecContext(ctx, "SET STATEMENT innodb_lock_wait_timeout = 1 FOR INSERT INTO "+table+" (lock_key) VALUES ('n')")
-	if !sqlutil.IsLockNotAvailable(err) {
+	if !dberr.IsLockNotAvailable(err) {
 		t.Fatalf("insert of another key beside a gap-locked missing row = %v, want a lock wait timeout", err)
 	}
 }
@@ -357,7 +357,7 @@ func TestDeadlockHazard(t *testing.T) {
 		}()
 		deadlocks := 0
 		for range 2 {
-			if err := <-errs; sqlutil.IsDeadlock(err) {
+			if err := <-errs; dberr.IsDeadlock(err) {
 				deadlocks++
 			} else if err != nil {
 				t.Fatalf("unexpected error: %v", err)
@@ -402,7 +402,7 @@ func TestLockRowsNoDeadlock(t *testing.T) {
 					n, err := rowlock.LockRows(ctx, tx, db.Dialect, table, "id", keys...)
 					if err != nil {
 						tx.Rollback()
-						t.Errorf("LockRows(%v): %v (deadlock: %v)", keys, err, sqlutil.IsDeadlock(err))
+						t.Errorf("LockRows(%v): %v (deadlock: %v)", keys, err, dberr.IsDeadlock(err))
 						return
 					}
 					if n != len(keys) {

@@ -25,7 +25,7 @@ func TestCommonPathStatements(t *testing.T) {
 }
 
 func commonStores() (common, mariadb any) {
-	texts := func(dl dialect) []any {
+	texts := func(dl flavor) []any {
 		return []any{dl.newStore("`sqllock_rows`", storeEnv{}), dl.tokenQuery(), dl.schema("`sqllock_rows`")}
 	}
 	return texts(mysqlCommonDialect{}), texts(mysqlDialect{})

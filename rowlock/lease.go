@@ -10,8 +10,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/dberr"
 	"github.com/sqllock/sqllock/internal/lease"
-	"github.com/sqllock/sqllock/internal/sqlutil"
 	"github.com/sqllock/sqllock/internal/telemetry"
 )
 
@@ -131,13 +131,13 @@ func (s *Lease) end(ctx context.Context, op string, finish func(*sql.Tx) error) 
 			return nil // whoever recorded the loss ends the transaction
 		}
 		err := finish(s.a.tx)
-		s.a.close(err != nil && sqlutil.IsConnLoss(err))
+		s.a.close(err != nil && dberr.IsConnLoss(err))
 		switch {
 		case err == nil:
 			return nil
 		case errors.Is(err, sql.ErrTxDone):
 			return s.base.Lost("the transaction was ended outside the lease")
-		case sqlutil.IsConnLoss(err):
+		case dberr.IsConnLoss(err):
 			return s.base.Lost(fmt.Sprintf("the session died, its work was rolled back: %v", err))
 		}
 		return fmt.Errorf("rowlock: %s %q: %w", op, s.base.Key(), err)

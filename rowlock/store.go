@@ -14,12 +14,12 @@ import (
 	"github.com/sqllock/sqllock/internal/stmtcache"
 )
 
-// dialect is what the package knows of one database: how it quotes names
+// flavor is what the package knows of one database: how it quotes names
 // and numbers placeholders (for LockRows), the DDL of the lock table (for
 // Schema), and the store a Locker runs on it. Each store_<dialect>.go file
 // registers one; the rest of the package asks it, never the dialect, so a
 // new dialect is a new store file.
-type dialect interface {
+type flavor interface {
 	// quote validates name as a (schema-qualified) identifier and quotes it.
 	quote(name string) (string, error)
 	// placeholder is the i-th bind parameter of a statement, from 1.
@@ -175,16 +175,16 @@ func (t txText) QueryRowContext(ctx context.Context, args ...any) *sql.Row {
 // dialects are the databases this package serves; each store file adds
 // its own at init. unsupported says why a known dialect is not served.
 var (
-	dialects    = map[sqllock.Dialect]dialect{}
+	dialects    = map[sqllock.Dialect]flavor{}
 	unsupported = map[sqllock.Dialect]string{}
 )
 
-func register(d sqllock.Dialect, dl dialect) { dialects[d] = dl }
+func register(d sqllock.Dialect, dl flavor) { dialects[d] = dl }
 
 // dialectOf returns d's dialect, or an error that says why there is none:
 // ErrUnsupported for a dialect this package does not serve, ErrInvalidOption
 // for one that does not exist. op prefixes the message.
-func dialectOf(d sqllock.Dialect, op string) (dialect, error) {
+func dialectOf(d sqllock.Dialect, op string) (flavor, error) {
 	if dl, ok := dialects[d]; ok {
 		return dl, nil
 	}

@@ -10,8 +10,9 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/ctxend"
+	"github.com/sqllock/sqllock/internal/dberr"
+	"github.com/sqllock/sqllock/internal/dialect"
 	"github.com/sqllock/sqllock/internal/lease"
-	"github.com/sqllock/sqllock/internal/sqlutil"
 )
 
 func init() { register(sqllock.MariaDB, mysqlDialect{}) }
@@ -21,7 +22,7 @@ func init() { register(sqllock.MariaDB, mysqlDialect{}) }
 type mysqlDialect struct{}
 
 func (mysqlDialect) quote(name string) (string, error) {
-	return sqlutil.QuoteIdent(sqllock.MariaDB, name)
+	return dialect.QuoteIdent(sqllock.MariaDB, name)
 }
 
 func (mysqlDialect) placeholder(int) string { return "?" }
@@ -129,7 +130,7 @@ func (s *mysqlStore) lock(ctx context.Context, a *attempt, key string, wait bool
 		return g, false, nil
 	case errors.Is(err, sql.ErrNoRows):
 		return grant{}, true, s.ensureRow(ctx, a, key)
-	case sqlutil.IsLockNotAvailable(err):
+	case dberr.IsLockNotAvailable(err):
 		return grant{}, false, errRefused
 	}
 	return grant{}, false, err
@@ -149,7 +150,7 @@ func (s *mysqlStore) wait(ctx context.Context, a *attempt, key string, q int, to
 	var err error
 	for {
 		err = a.stmt(ctx, q).QueryRowContext(ctx, key).Scan(token)
-		if err == nil || !sqlutil.IsLockNotAvailable(err) || ctxend.Err(ctx) != nil {
+		if err == nil || !dberr.IsLockNotAvailable(err) || ctxend.Err(ctx) != nil {
 			break
 		}
 		// One round of WAIT timed out (only the statement was rolled back);
@@ -173,7 +174,7 @@ func (s *mysqlStore) wait(ctx context.Context, a *attempt, key string, q int, to
 func (s *mysqlStore) ensureRow(ctx context.Context, a *attempt, key string) error {
 	_ = a.tx.Rollback()
 	_, err := a.conn.ExecContext(ctx, s.ensure, key)
-	if err != nil && !sqlutil.IsLockNotAvailable(err) {
+	if err != nil && !dberr.IsLockNotAvailable(err) {
 		return err
 	}
 	return nil

@@ -9,7 +9,8 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/ctxend"
-	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/dberr"
+	"github.com/sqllock/sqllock/internal/dialect"
 )
 
 func init() { register(sqllock.Postgres, postgresDialect{}) }
@@ -18,7 +19,7 @@ func init() { register(sqllock.Postgres, postgresDialect{}) }
 type postgresDialect struct{}
 
 func (postgresDialect) quote(name string) (string, error) {
-	return sqlutil.QuoteIdent(sqllock.Postgres, name)
+	return dialect.QuoteIdent(sqllock.Postgres, name)
 }
 
 func (postgresDialect) placeholder(i int) string { return "$" + strconv.Itoa(i) }
@@ -32,7 +33,7 @@ func (postgresDialect) schema(t string) string {
 );`
 }
 
-// Tokens come from sqllock_next_token() (sqlutil.PostgresToken). The
+// Tokens come from sqllock_next_token() (dialect.PostgresToken). The
 // holder is the session's pid and the lock's transaction id as
 // pg_stat_activity.backend_xid shows it (pg_current_xact_id()::xid, 32
 // bits); the lock statements write, so the xid is assigned already.
@@ -138,7 +139,7 @@ func (s *postgresStore) try(ctx context.Context, a *attempt, key string) (g gran
 	switch {
 	case err == nil:
 		return g, false, nil
-	case sqlutil.IsLockNotAvailable(err):
+	case dberr.IsLockNotAvailable(err):
 		return grant{}, false, errRefused
 	case !errors.Is(err, sql.ErrNoRows):
 		return grant{}, false, err
@@ -152,7 +153,7 @@ func (s *postgresStore) try(ctx context.Context, a *attempt, key string) (g gran
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return grant{}, true, nil // committed by someone else meanwhile
-	case sqlutil.IsLockNotAvailable(err):
+	case dberr.IsLockNotAvailable(err):
 		return grant{}, false, errRefused
 	case err != nil:
 		return grant{}, false, err
@@ -175,7 +176,7 @@ func (s *postgresStore) share(ctx context.Context, a *attempt, key string, wait 
 		return grant{}, false, ctxend.Err(ctx)
 	case err == nil:
 		return g, false, nil
-	case sqlutil.IsLockNotAvailable(err):
+	case dberr.IsLockNotAvailable(err):
 		return grant{}, false, errRefused
 	case !errors.Is(err, sql.ErrNoRows):
 		return grant{}, false, err
@@ -188,7 +189,7 @@ func (s *postgresStore) share(ctx context.Context, a *attempt, key string, wait 
 		}
 	}
 	if _, err := a.tx.ExecContext(ctx, s.prepared[pgShareInsert], key); err != nil {
-		if sqlutil.IsLockNotAvailable(err) {
+		if dberr.IsLockNotAvailable(err) {
 			return grant{}, false, errRefused
 		}
 		return grant{}, false, err

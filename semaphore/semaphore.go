@@ -14,9 +14,9 @@ import (
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/backoff"
 	"github.com/sqllock/sqllock/internal/ctxend"
+	"github.com/sqllock/sqllock/internal/dberr"
 	"github.com/sqllock/sqllock/internal/identity"
 	"github.com/sqllock/sqllock/internal/lease"
-	"github.com/sqllock/sqllock/internal/sqlutil"
 	"github.com/sqllock/sqllock/internal/tablecore"
 	"github.com/sqllock/sqllock/internal/telemetry"
 	"github.com/sqllock/sqllock/tablelock"
@@ -276,7 +276,7 @@ func (s *Semaphore) race(ctx context.Context, key string, permits int) (*Permit,
 // transient reports whether a try failed for a reason that passes: a busy
 // or deadlocked database, or a statement cut by its own timeout.
 func transient(err error) bool {
-	return sqlutil.IsRetryable(err) || errors.Is(err, context.DeadlineExceeded)
+	return dberr.IsRetryable(err) || errors.Is(err, context.DeadlineExceeded)
 }
 
 func (s *Semaphore) wrap(key string, err error) error {

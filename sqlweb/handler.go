@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/dialect"
 	"github.com/sqllock/sqllock/internal/holds"
-	"github.com/sqllock/sqllock/internal/sqlutil"
 	"github.com/sqllock/sqllock/tablelock"
 )
 
@@ -248,7 +248,7 @@ func (h *handler) load(ctx context.Context) *snapshot {
 		if s.Waiters, err = holds.PGWaiters(ctx, h.db); err != nil {
 			return failed(err)
 		}
-		if s.Listening, err = holds.PGListeners(ctx, h.db, sqlutil.NotifyChannel(h.c.table)); err != nil {
+		if s.Listening, err = holds.PGListeners(ctx, h.db, dialect.NotifyChannel(h.c.table)); err != nil {
 			return failed(err)
 		}
 		waiting = len(s.Waiters) + s.Listening

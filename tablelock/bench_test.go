@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/dberr"
 	"github.com/sqllock/sqllock/internal/identity"
-	"github.com/sqllock/sqllock/internal/sqlutil"
 	"github.com/sqllock/sqllock/internal/testing/locktest"
 	"github.com/sqllock/sqllock/internal/testing/testdb"
 	"github.com/sqllock/sqllock/tablelock"
@@ -266,7 +266,7 @@ func BenchmarkHotKey(b *testing.B) {
 				hotKey(b, d, clients, func(i int) error {
 					for {
 						r, err := pools[i].ExecContext(ctx, take, key)
-						if err != nil && !sqlutil.IsDeadlock(err) { // MariaDB's gap locks: a refusal
+						if err != nil && !dberr.IsDeadlock(err) { // MariaDB's gap locks: a refusal
 							return err
 						}
 						if err == nil {
@@ -278,7 +278,7 @@ func BenchmarkHotKey(b *testing.B) {
 					}
 					for {
 						_, err := pools[i].ExecContext(ctx, free, key)
-						if !sqlutil.IsDeadlock(err) {
+						if !dberr.IsDeadlock(err) {
 							return err
 						}
 					}

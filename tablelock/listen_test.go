@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/dialect"
 	"github.com/sqllock/sqllock/internal/testing/locktest"
 	"github.com/sqllock/sqllock/internal/testing/testdb"
 	"github.com/sqllock/sqllock/tablelock"
@@ -52,9 +52,9 @@ func TestRelistenWakesWaiters(t *testing.T) {
 	var pid int
 	for pid == 0 {
 		err := db.QueryRowContext(ctx, `SELECT pid FROM pg_stat_activity
-WHERE datname = current_database() AND query LIKE 'LISTEN %' AND strpos(query, $1) > 0`, sqlutil.NotifyChannel(table)).Scan(&pid)
+WHERE datname = current_database() AND query LIKE 'LISTEN %' AND strpos(query, $1) > 0`, dialect.NotifyChannel(table)).Scan(&pid)
 		if err != nil && ctx.Err() != nil {
-			t.Fatalf("no session listens on %s: %v", sqlutil.NotifyChannel(table), err)
+			t.Fatalf("no session listens on %s: %v", dialect.NotifyChannel(table), err)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

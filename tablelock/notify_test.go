@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/dialect"
 	"github.com/sqllock/sqllock/internal/testing/locktest"
 	"github.com/sqllock/sqllock/internal/testing/testdb"
 	"github.com/sqllock/sqllock/tablelock"
@@ -42,7 +42,7 @@ func listen(t *testing.T, db *testdb.DB, table string) *listener {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln := &listener{conn: conn, ch: sqlutil.NotifyChannel(table), call: sqlutil.CallChannel(table)}
+	ln := &listener{conn: conn, ch: dialect.NotifyChannel(table), call: dialect.CallChannel(table)}
 	t.Cleanup(func() {
 		// Out of the pool: a later borrower would hear this test's channels.
 		conn.Raw(func(any) error { return driver.ErrBadConn })

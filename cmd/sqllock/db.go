@@ -18,8 +18,8 @@ import (
 	_ "modernc.org/sqlite"             // driver "sqlite"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/dberr"
 	"github.com/sqllock/sqllock/internal/holds"
-	"github.com/sqllock/sqllock/internal/sqlutil"
 	"github.com/sqllock/sqllock/migrations"
 )
 
@@ -241,7 +241,7 @@ func whileBusy(ctx context.Context, t target, fn func(context.Context) error) er
 
 // isBusy reports SQLITE_BUSY or SQLITE_LOCKED from t, a SQLite database.
 func isBusy(t target, err error) bool {
-	return t.dialect == sqllock.SQLite && sqlutil.IsRetryable(err)
+	return t.dialect == sqllock.SQLite && dberr.IsRetryable(err)
 }
 
 // checkMigrated reports an unmigrated database without writing to it:

@@ -14,7 +14,7 @@ import (
 	"github.com/sqllock/sqllock/advisory"
 	"github.com/sqllock/sqllock/cmd/sqllock/internal/lockers"
 	"github.com/sqllock/sqllock/cmd/sqllock/internal/shop"
-	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/dberr"
 	"github.com/sqllock/sqllock/optimistic"
 	"github.com/sqllock/sqllock/rowlock"
 )
@@ -219,7 +219,7 @@ func (s *stock) key() string { return "sqllock-demo/stock/" + s.item }
 func retryTransient(try func() error) (retries int, err error) {
 	for {
 		err = try()
-		if err == nil || !sqlutil.IsRetryable(err) || sqlutil.IsConnLoss(err) || retries >= 100 {
+		if err == nil || !dberr.IsRetryable(err) || dberr.IsConnLoss(err) || retries >= 100 {
 			return retries, err
 		}
 		retries++

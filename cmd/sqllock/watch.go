@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/dialect"
 	"github.com/sqllock/sqllock/internal/holds"
-	"github.com/sqllock/sqllock/internal/sqlutil"
 )
 
 // watchSpec is what `sqllock locks --watch` shows and how often.
@@ -53,7 +53,7 @@ func watchLocks(ctx context.Context, e env, t target, src *holdSource, w watchSp
 			if waiters, err = holds.PGWaiters(ctx, db); err != nil {
 				return err
 			}
-			if listening, err = holds.PGListeners(ctx, db, sqlutil.NotifyChannel(w.table)); err != nil {
+			if listening, err = holds.PGListeners(ctx, db, dialect.NotifyChannel(w.table)); err != nil {
 				return err
 			}
 		}

@@ -1,6 +1,7 @@
-// Package dberr reads driver errors without importing a driver, for
-// packages that internal/sqlutil cannot serve because sqlutil imports
-// them (the root package).
+// Package dberr classifies driver errors without importing a driver:
+// deadlocks, lock-wait timeouts, SQLite's busy errors, lost connections,
+// what may be retried. It imports nothing of this module, so the root
+// package uses it too.
 package dberr
 
 import "reflect"

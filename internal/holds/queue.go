@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/dialect"
 	"github.com/sqllock/sqllock/internal/locktable"
-	"github.com/sqllock/sqllock/internal/sqlutil"
 	"github.com/sqllock/sqllock/jobguard"
 	"github.com/sqllock/sqllock/semaphore"
 )
@@ -47,7 +47,7 @@ func (s *Source) Waits(ctx context.Context) ([]Wait, error) {
 	var parts []string
 	args := make([]any, len(tables))
 	for i, t := range tables {
-		q, err := sqlutil.QuoteIdent(s.Dialect, t)
+		q, err := dialect.QuoteIdent(s.Dialect, t)
 		if err != nil {
 			return nil, err
 		}

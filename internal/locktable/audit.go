@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/dialect"
 	"github.com/sqllock/sqllock/internal/identity"
-	"github.com/sqllock/sqllock/internal/sqlutil"
 )
 
 // AuditTable is the audit trail migration 00009 creates; every lock table
@@ -148,7 +148,7 @@ func AuditLog(ctx context.Context, db *sql.DB) ([]AuditEntry, error) {
 		if err := rows.Scan(&e.ID, &at, &e.Action, &e.Table, &e.Key, &e.Token, &e.Owner, &e.Host, &e.Holds, &e.Operator, &e.Reason); err != nil {
 			return nil, err
 		}
-		e.At = sqlutil.ToTime(at)
+		e.At = dialect.ToTime(at)
 		out = append(out, e)
 	}
 	return out, rows.Err()

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/dialect"
 	"github.com/sqllock/sqllock/internal/locktable"
-	"github.com/sqllock/sqllock/internal/sqlutil"
 	"github.com/sqllock/sqllock/internal/testing/testdb"
 	"github.com/sqllock/sqllock/internal/waiting"
 )
@@ -22,7 +22,7 @@ func TestWatch(t *testing.T) {
 	defer cancel()
 	name := newTable(t, db)
 	tbl := opener(t, db, locktable.Config{Table: name, Notify: true})()
-	channel := sqlutil.NotifyChannel(name)
+	channel := dialect.NotifyChannel(name)
 	ln := tbl.Listener(waiting.NewQueue(waiting.Coalesce), slog.New(slog.DiscardHandler))
 	t.Cleanup(ln.Close)
 	watch := func(p string) <-chan struct{} {

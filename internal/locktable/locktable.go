@@ -32,8 +32,9 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/backoff"
+	"github.com/sqllock/sqllock/internal/dberr"
+	"github.com/sqllock/sqllock/internal/dialect"
 	"github.com/sqllock/sqllock/internal/lease"
-	"github.com/sqllock/sqllock/internal/sqlutil"
 	"github.com/sqllock/sqllock/internal/stmtcache"
 )
 
@@ -138,16 +139,16 @@ func newStore(d sqllock.Dialect, cfg Config) (store, error) {
 	if cfg.Fair && !cfg.Notify {
 		return nil, fmt.Errorf("%w: fair order needs the release to call the next waiter (Notify)", sqllock.ErrInvalidOption)
 	}
-	t, err := sqlutil.QuoteIdent(d, cfg.Table)
+	t, err := dialect.QuoteIdent(d, cfg.Table)
 	if err != nil {
 		return nil, fmt.Errorf("table: %w", err)
 	}
 	// The index name must be unique per schema on PostgreSQL and SQLite.
-	idx, err := sqlutil.QuoteIdent(d, strings.ReplaceAll(cfg.Table, ".", "_")+"_expires_at")
+	idx, err := dialect.QuoteIdent(d, strings.ReplaceAll(cfg.Table, ".", "_")+"_expires_at")
 	if err != nil {
 		return nil, fmt.Errorf("table: %w", err)
 	}
-	st := open(names{table: t, index: idx, channel: sqlutil.NotifyChannel(cfg.Table), call: sqlutil.CallChannel(cfg.Table)}, cfg)
+	st := open(names{table: t, index: idx, channel: dialect.NotifyChannel(cfg.Table), call: dialect.CallChannel(cfg.Table)}, cfg)
 	if _, ok := st.(queuer); cfg.Fair && !ok {
 		return nil, fmt.Errorf("%w: fair order on %v: its lock table keeps no queue of waiters to serve in order (PostgreSQL's does)", sqllock.ErrUnsupported, d)
 	}
@@ -172,7 +173,7 @@ func CreateTable(ctx context.Context, db *sql.DB, d sqllock.Dialect, table strin
 	if err != nil {
 		return err
 	}
-	if err := sqlutil.ExecScript(ctx, db, ddl); err != nil {
+	if err := dialect.ExecScript(ctx, db, ddl); err != nil {
 		return fmt.Errorf("create table %s: %w", table, err)
 	}
 	return nil
@@ -447,7 +448,7 @@ func (t *Table) endTurn(key string, mine chan struct{}) {
 // have taken the row: the statement was cut off (its own timeout, a lost
 // connection) rather than refused by the server, which rolls it back.
 func outcomeUnknown(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || sqlutil.IsConnLoss(err)
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || dberr.IsConnLoss(err)
 }
 
 // giveBackLater runs giveBack(c, 0) on a worker, for a take of a Fresh
@@ -674,7 +675,7 @@ func (t *Table) Renew(ctx context.Context, key, owner string, token int64, ttl t
 // longer that holder's.
 func (t *Table) Release(ctx context.Context, key, owner string, token int64, keep time.Duration) error {
 	var n int64
-	err := backoff.Retry(ctx, backoff.Exp{Min: 5 * time.Millisecond, Max: 200 * time.Millisecond}, sqlutil.IsRetryable,
+	err := backoff.Retry(ctx, backoff.Exp{Min: 5 * time.Millisecond, Max: 200 * time.Millisecond}, dberr.IsRetryable,
 		func(ctx context.Context) (err error) {
 			n, err = t.st.release(ctx, t.h, key, owner, token, keep)
 			return err
@@ -743,7 +744,7 @@ func (t *Table) List(ctx context.Context) ([]Info, error) {
 		if err := rows.Scan(&in.Key, &in.Owner, &in.Host, &in.Holds, &in.Token, &acq, &exp, &held); err != nil {
 			return nil, err
 		}
-		in.AcquiredAt, in.ExpiresAt = sqlutil.ToTime(acq), sqlutil.ToTime(exp)
+		in.AcquiredAt, in.ExpiresAt = dialect.ToTime(acq), dialect.ToTime(exp)
 		in.HeldFor = time.Duration(held) * time.Microsecond
 		out = append(out, in)
 	}

@@ -17,13 +17,13 @@ import (
 func init() { register(sqllock.Postgres, newPostgres) }
 
 // postgresStore serves PostgreSQL: upserts that read the holder back in the
-// same statement, tokens from sqllock_next_token (sqlutil.PostgresToken), and NOTIFY on the table's
+// same statement, tokens from sqllock_next_token (dialect.PostgresToken), and NOTIFY on the table's
 // channel in the statements that free a key.
 type postgresStore struct {
 	statements
 	q        struct{ take, takeFree, renew, release, releaseQuiet, releaseOwner, forceRelease, void, leave, audit, reap string }
 	channel  string // NOTIFY of a freed key to every listener
-	call     string // with a Locker's id, the channel that calls it (sqlutil.CallChannel)
+	call     string // with a Locker's id, the channel that calls it (dialect.CallChannel)
 	announce bool   // Config.Notify
 	fair     bool   // Config.Fair
 	rows     seenRows

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/dberr"
 )
 
 func init() { register(sqllock.SQLite, newSQLite) }
@@ -231,7 +231,7 @@ func (s *sqliteStore) renew(ctx context.Context, h handle, key, owner string, to
 		case !busySince.IsZero() && ctx.Err() != nil:
 			// Ended while it looked again: still the busy database.
 			return 0, time.Time{}, busyError(time.Since(busySince), ctx.Err())
-		case !sqlutil.IsBusy(err):
+		case !dberr.IsBusy(err):
 			return 0, time.Time{}, err
 		}
 		now := time.Now()

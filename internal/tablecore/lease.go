@@ -10,9 +10,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/dberr"
 	"github.com/sqllock/sqllock/internal/lease"
 	"github.com/sqllock/sqllock/internal/locktable"
-	"github.com/sqllock/sqllock/internal/sqlutil"
 	"github.com/sqllock/sqllock/internal/telemetry"
 )
 
@@ -406,7 +406,7 @@ func (h *hold) renewLoop() {
 			h.tel.Renewal(h.telKey, telemetry.RenewFailed)
 			h.lose("the row is no longer ours (expired, taken or deleted)", true)
 			return
-		case sqlutil.IsRetryable(err) || errors.Is(err, context.DeadlineExceeded):
+		case dberr.IsRetryable(err) || errors.Is(err, context.DeadlineExceeded):
 			l.cfg.Logger.Info("tablelock: renewal failed, retrying", telemetry.AttrKey, h.id.key, telemetry.AttrToken, h.token, telemetry.LogError, err.Error())
 			h.tel.Renewal(h.telKey, telemetry.RenewRetried)
 			h.event("sqllock.renewal.retried", err)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/sqllock/sqllock/internal/backoff"
 	"github.com/sqllock/sqllock/internal/ctxend"
-	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/dberr"
 )
 
 // ErrRefused is returned by a non-blocking Run whose try found the key held.
@@ -128,10 +128,10 @@ func Run(ctx context.Context, s Spec) error {
 		case ctxend.Err(ctx) != nil:
 			leave(false)
 			return ctxend.Err(ctx)
-		case sqlutil.IsDeadlock(err) || sqlutil.IsLockNotAvailable(err):
+		case dberr.IsDeadlock(err) || dberr.IsLockNotAvailable(err):
 			// The server settled a race for the key against us: held.
 			r, woke = Result{Remaining: -1}, false
-		case sqlutil.IsRetryable(err) && s.Wait:
+		case dberr.IsRetryable(err) && s.Wait:
 			r = Result{Remaining: -1}
 		default:
 			leave(false)

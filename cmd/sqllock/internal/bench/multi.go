@@ -17,7 +17,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/cmd/sqllock/internal/lockers"
-	"github.com/sqllock/sqllock/internal/sqlutil"
+	"github.com/sqllock/sqllock/internal/dberr"
 )
 
 // The multi-client cases use the client model of separate services: every
@@ -168,7 +168,7 @@ func openRawTable(ctx context.Context, db *sql.DB, d sqllock.Dialect, unprepared
 func (r *rawTable) acquire(ctx context.Context, key string) error {
 	for {
 		res, err := r.take.exec(ctx, nil, key)
-		if err != nil && !sqlutil.IsRetryable(err) {
+		if err != nil && !dberr.IsRetryable(err) {
 			return err
 		}
 		if err == nil {

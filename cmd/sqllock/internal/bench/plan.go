@@ -12,8 +12,8 @@ import (
 	"github.com/sqllock/sqllock/advisory"
 	"github.com/sqllock/sqllock/cmd/sqllock/internal/lockers"
 	"github.com/sqllock/sqllock/cmd/sqllock/internal/shop"
+	"github.com/sqllock/sqllock/internal/dberr"
 	"github.com/sqllock/sqllock/internal/identity"
-	"github.com/sqllock/sqllock/internal/sqlutil"
 	"github.com/sqllock/sqllock/optimistic"
 	"github.com/sqllock/sqllock/tablelock"
 )
@@ -335,13 +335,13 @@ func (r *rawTablelock) try(ctx context.Context, key, owner string) (int64, bool,
 		}
 		var got string
 		err = r.acq.queryRow(ctx, nil, key, owner).Scan(&got, &token)
-		if sqlutil.IsDeadlock(err) {
+		if dberr.IsDeadlock(err) {
 			return 0, false, nil
 		}
 		return token, err == nil && got == owner, err
 	case sqllock.MySQL:
 		res, err := r.acq.exec(ctx, nil, key, owner)
-		if sqlutil.IsDeadlock(err) {
+		if dberr.IsDeadlock(err) {
 			return 0, false, nil
 		}
 		if err != nil {
@@ -756,7 +756,7 @@ func (c *rawCAS) acquire(ctx context.Context, key string) error {
 			return err
 		}
 		res, err := c.write.exec(ctx, nil, units+1, key, version)
-		if err != nil && !sqlutil.IsRetryable(err) {
+		if err != nil && !dberr.IsRetryable(err) {
 			return err
 		}
 		if err == nil {

@@ -1,4 +1,4 @@
-package sqlutil
+package dialect
 
 // Defines -update, so that go test ./... -update, which rewrites the
 // golden statement files of the packages that have them, runs here too.

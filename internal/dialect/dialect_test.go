@@ -1,4 +1,4 @@
-package sqlutil
+package dialect
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	_ "modernc.org/sqlite" // driver "sqlite", for ExecScript
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -1,4 +1,4 @@
-package sqlutil
+package dberr
 
 // IsUnstorable reports a value the server refused to store as given:
 // PostgreSQL 22021 (a byte sequence invalid in the encoding, or NUL) and
@@ -9,6 +9,6 @@ func IsUnstorable(err error) bool {
 	if code, ok := pgCode(err); ok {
 		return code == "22021" || code == "22001"
 	}
-	n, ok := mysqlNumber(err)
+	n, ok := MySQLNumber(err)
 	return ok && (n == 1366 || n == 1406 || n == 1300)
 }

@@ -1,4 +1,4 @@
-package sqlutil
+package dialect
 
 import "time"
 

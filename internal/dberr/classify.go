@@ -1,4 +1,4 @@
-package sqlutil
+package dberr
 
 import (
 	"context"
@@ -10,8 +10,6 @@ import (
 	"reflect"
 	"strings"
 	"syscall"
-
-	"github.com/sqllock/sqllock/internal/dberr"
 )
 
 // The classifiers below read the drivers' errors without importing the
@@ -19,7 +17,7 @@ import (
 // registers a database/sql driver name at init, and an application that
 // registers its own driver under that name would panic at start-up. pgx
 // and modernc expose their codes through methods; the MySQL driver's error
-// is read by reflection (errors_mysql.go).
+// is read by reflection (dberr.go).
 
 // pgError is what *pgconn.PgError offers: the SQLSTATE of a server error.
 type pgError interface{ SQLState() string }
@@ -43,7 +41,7 @@ func pgCode(err error) (string, bool) {
 // in err's chain (SQLITE_BUSY is 5, whatever its extended code).
 func sqliteCode(err error) (int, bool) {
 	var found int
-	ok := walk(err, func(e error) bool {
+	ok := Walk(err, func(e error) bool {
 		c, isCoder := e.(interface{ Code() int })
 		if !isCoder || !fromPackage(e, "modernc.org/sqlite") {
 			return false
@@ -64,10 +62,6 @@ func fromPackage(err error, pkg string) bool {
 	return t.PkgPath() == pkg
 }
 
-// walk calls fn on err and on every error it wraps, depth first, until fn
-// returns true; it reports whether one did.
-func walk(err error, fn func(error) bool) bool { return dberr.Walk(err, fn) }
-
 // IsRetryable reports whether err is transient: retrying the same statement,
 // perhaps on another connection, may succeed. Serialization failures,
 // deadlocks, lock-wait timeouts, SQLite busy errors and dropped connections
@@ -87,7 +81,7 @@ func IsRetryable(err error) bool {
 		}
 		return false
 	}
-	if n, ok := mysqlNumber(err); ok {
+	if n, ok := MySQLNumber(err); ok {
 		switch n {
 		case 1205, 1040, 1203: // lock wait timeout, too many connections, user has too many connections
 			return true
@@ -109,7 +103,7 @@ func IsDeadlock(err error) bool {
 	if code, ok := pgCode(err); ok {
 		return code == "40P01"
 	}
-	n, ok := mysqlNumber(err)
+	n, ok := MySQLNumber(err)
 	return ok && n == 1213
 }
 
@@ -119,7 +113,7 @@ func IsLockNotAvailable(err error) bool {
 	if code, ok := pgCode(err); ok {
 		return code == "55P03"
 	}
-	n, ok := mysqlNumber(err)
+	n, ok := MySQLNumber(err)
 	return ok && (n == 3572 || n == 1205)
 }
 
@@ -139,7 +133,7 @@ func IsConnLoss(err error) bool {
 		// Class 08: connection exception; 57P01-02: admin or crash shutdown.
 		return strings.HasPrefix(code, "08") || code == "57P01" || code == "57P02"
 	}
-	if n, ok := mysqlNumber(err); ok {
+	if n, ok := MySQLNumber(err); ok {
 		switch n {
 		case 1053, 1927, 2006, 2013, 4031: // shutdown, connection killed, gone away, lost, disconnected
 			return true
