@@ -12,9 +12,13 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/advisory"
 	"github.com/sqllock/sqllock/internal/testing/locktest"
 	"github.com/sqllock/sqllock/internal/testing/testdb"
+	"github.com/sqllock/sqllock/jobguard"
 	"github.com/sqllock/sqllock/migrations"
+	"github.com/sqllock/sqllock/optimistic"
+	"github.com/sqllock/sqllock/rowlock"
 	"github.com/sqllock/sqllock/tablelock"
 )
 
@@ -184,5 +188,48 @@ func TestMariaDBPathNeedsTokenFunction(t *testing.T) {
 	}
 	if err := lease.Release(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Every strategy takes the single-writer option, and off a multi-writer
+// Galera cluster it changes nothing: each locks and releases with it on
+// PostgreSQL and on MariaDB. (The refusal it lifts is tested on a real
+// cluster: internal/testing/e2e's TestGaleraRefusesMultiWriter.)
+func TestSingleWriterOption(t *testing.T) {
+	ctx := context.Background()
+	for _, d := range []sqllock.Dialect{sqllock.Postgres, testdb.MySQL()} {
+		t.Run(d.String(), func(t *testing.T) {
+			db := testdb.Open(t, d)
+			for name, mk := range map[string]func() (sqllock.Locker, error){
+				"tablelock":  func() (sqllock.Locker, error) { return tablelock.New(db.DB, d, tablelock.WithSingleWriter(true)) },
+				"rowlock":    func() (sqllock.Locker, error) { return rowlock.New(db.DB, d, rowlock.WithSingleWriter(true)) },
+				"advisory":   func() (sqllock.Locker, error) { return advisory.New(db.DB, d, advisory.WithSingleWriter(true)) },
+				"optimistic": func() (sqllock.Locker, error) { return optimistic.New(db.DB, d, optimistic.WithSingleWriter(true)) },
+			} {
+				l, err := mk()
+				if err != nil {
+					t.Fatalf("%s with WithSingleWriter(true): %v", name, err)
+				}
+				lease, err := l.TryAcquire(ctx, locktest.Key(t)+"/"+name)
+				if err != nil {
+					t.Fatalf("%s with WithSingleWriter(true): TryAcquire: %v", name, err)
+				}
+				if err := lease.Release(ctx); err != nil {
+					t.Fatalf("%s: Release: %v", name, err)
+				}
+				if err := l.(interface{ Close() error }).Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			g, err := jobguard.New(db.DB, d, jobguard.WithSingleWriter(true))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			ran, err := g.Run(ctx, jobguard.Job{Name: locktest.Key(t) + "/job", AtMost: time.Minute}, func(context.Context) error { return nil })
+			if err != nil || !ran {
+				t.Fatalf("jobguard with WithSingleWriter(true): ran %v, %v", ran, err)
+			}
+		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/sqllock/sqllock/internal/dberr"
 	"github.com/sqllock/sqllock/internal/identity"
 	"github.com/sqllock/sqllock/internal/lease"
+	"github.com/sqllock/sqllock/internal/server"
 	"github.com/sqllock/sqllock/internal/telemetry"
 	"github.com/sqllock/sqllock/internal/waiting"
 )
@@ -98,6 +99,7 @@ type Locker struct {
 	st       store
 	prepare  bool // st.prepare()
 	cfg      config
+	srv      *server.Check // nil where the dialect probes no server
 	sessions []*session
 	waiters  []*session      // wait sessions (wait.go), pinned while in use
 	wg       sync.WaitGroup  // session checkers
@@ -142,7 +144,7 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
 	if cfg.noToken {
 		st = noTokenStore{st}
 	}
-	l := &Locker{db: db, d: d, st: st, prepare: st.prepare(), cfg: cfg, keys: make(map[string]*entry), refused: make(map[string]time.Time),
+	l := &Locker{db: db, d: d, srv: server.New(db, d, cfg.singleWriter), st: st, prepare: st.prepare(), cfg: cfg, keys: make(map[string]*entry), refused: make(map[string]time.Time),
 		tel: telemetry.New("advisory", d.String(), cfg.tel)}
 	l.closing, l.close = context.WithCancel(context.Background())
 	l.done = l.closing.Done()
@@ -242,7 +244,7 @@ func (l *Locker) take(ctx context.Context, key string, m mode, wait bool) (sqllo
 			return nil, fmt.Errorf("advisory: %s %q: %w", op, key, err)
 		}
 	}
-	if err := sqllock.CheckServer(ctx, l.db, l.d); err != nil {
+	if err := l.srv.Check(ctx); err != nil {
 		return nil, fmt.Errorf("advisory: %s %q: %w", op, key, err)
 	}
 	owner, _, err := identity.Resolve(ctx)

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/server"
 	"github.com/sqllock/sqllock/internal/telemetry"
 )
 
@@ -47,6 +48,8 @@ type config struct {
 	tel        telemetry.Options
 	pooler     bool
 	noToken    bool
+	// singleWriter: WithSingleWriter.
+	singleWriter bool
 }
 
 func defaults() config {
@@ -59,6 +62,18 @@ func defaults() config {
 		logger:     slog.New(slog.DiscardHandler),
 	}
 }
+
+// WithSingleWriter declares that every lock statement sent through the
+// Locker's handle reaches one node of a Galera cluster: a single-writer
+// proxy (MaxScale's readwritesplit, ProxySQL or HAProxy with one active
+// backend) or a DSN naming one node that no other locker writes to. The
+// Locker then serves a multi-writer cluster; without it, it refuses with
+// sqllock.ErrUnsupported. The declaration is the caller's promise:
+// sqllock cannot see the routing. Elsewhere it changes nothing.
+func WithSingleWriter(on bool) Option { return server.WithSingleWriter(on, singleWriterOf) }
+
+// singleWriterOf is where a config keeps the single-writer declaration.
+func singleWriterOf(c *config) *bool { return &c.singleWriter }
 
 // WithNamespace sets the prefix of every lock name (default "sqllock"): the
 // lock for key is "namespace:key" (see LockName). An empty namespace makes

@@ -14,6 +14,7 @@ import (
 	"github.com/sqllock/sqllock/internal/identity"
 	"github.com/sqllock/sqllock/internal/lease"
 	"github.com/sqllock/sqllock/internal/locktable"
+	"github.com/sqllock/sqllock/internal/server"
 	"github.com/sqllock/sqllock/internal/telemetry"
 	"github.com/sqllock/sqllock/tablelock"
 )
@@ -64,9 +65,10 @@ func (j Job) validate() error {
 type Option func(*config) error
 
 type config struct {
-	table  string
-	pooler bool
-	tel    telemetry.Options
+	table        string
+	pooler       bool
+	singleWriter bool
+	tel          telemetry.Options
 }
 
 // WithTable names the job table (default "sqllock_jobs"), optionally
@@ -77,6 +79,18 @@ func WithTable(name string) Option {
 		return nil
 	}
 }
+
+// WithSingleWriter declares that every lock statement sent through the
+// Guard's handle reaches one node of a Galera cluster: a single-writer
+// proxy (MaxScale's readwritesplit, ProxySQL or HAProxy with one active
+// backend) or a DSN naming one node that no other locker writes to. The
+// Guard then serves a multi-writer cluster; without it, it refuses with
+// sqllock.ErrUnsupported. The declaration is the caller's promise:
+// sqllock cannot see the routing. Elsewhere it changes nothing.
+func WithSingleWriter(on bool) Option { return server.WithSingleWriter(on, singleWriterOf) }
+
+// singleWriterOf is where a config keeps the single-writer declaration.
+func singleWriterOf(c *config) *bool { return &c.singleWriter }
 
 // WithTransactionPooler makes the Guard work through a transaction-pooling
 // proxy (PgBouncer with pool_mode = transaction): its statements run
@@ -121,7 +135,7 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Guard, error) {
 	}
 	// Jobs have no waiters to wake: a replica that skips waits for its
 	// next firing.
-	tbl, err := locktable.Open(db, d, locktable.Config{Table: cfg.table, Unprepared: cfg.pooler})
+	tbl, err := locktable.Open(db, d, locktable.Config{Table: cfg.table, Unprepared: cfg.pooler, SingleWriter: cfg.singleWriter})
 	if err != nil {
 		return nil, fmt.Errorf("jobguard: %w", err)
 	}

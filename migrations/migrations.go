@@ -24,8 +24,8 @@
 // its token source; so on a database created on a Galera node (a MariaDB
 // database that becomes one keeps 00015's function, which then draws
 // tickets above the sequence; back outside Galera, the MariaDB path's first
-// draw on each handle goes through the function, which raises the sequence
-// past them: sqllock.CheckServer). 00010 and 00015 create a stored function,
+// draw of each Locker goes through the function, which raises the
+// sequence past them: internal/server). 00010 and 00015 create a stored function,
 // which, with binary logging on, needs SUPER or
 // log_bin_trust_function_creators=1. Users of another migration tool on
 // MySQL drop those two lines the same way, and on Galera also the MariaDB

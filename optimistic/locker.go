@@ -14,6 +14,7 @@ import (
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/ctxend"
 	"github.com/sqllock/sqllock/internal/lease"
+	"github.com/sqllock/sqllock/internal/server"
 	"github.com/sqllock/sqllock/internal/stmtcache"
 	"github.com/sqllock/sqllock/internal/telemetry"
 )
@@ -30,10 +31,23 @@ const DefaultTable = "sqllock_versions"
 type Option func(*config) error
 
 type config struct {
-	table  string
-	tel    telemetry.Options
-	pooler bool
+	table        string
+	tel          telemetry.Options
+	pooler       bool
+	singleWriter bool
 }
+
+// WithSingleWriter declares that every lock statement sent through the
+// Locker's handle reaches one node of a Galera cluster: a single-writer
+// proxy (MaxScale's readwritesplit, ProxySQL or HAProxy with one active
+// backend) or a DSN naming one node that no other locker writes to. The
+// Locker then serves a multi-writer cluster; without it, it refuses with
+// sqllock.ErrUnsupported. The declaration is the caller's promise:
+// sqllock cannot see the routing. Elsewhere it changes nothing.
+func WithSingleWriter(on bool) Option { return server.WithSingleWriter(on, singleWriterOf) }
+
+// singleWriterOf is where a config keeps the single-writer declaration.
+func singleWriterOf(c *config) *bool { return &c.singleWriter }
 
 // WithTable names the version table (default "sqllock_versions"),
 // optionally schema-qualified. It is validated and quoted in New and must
@@ -67,6 +81,7 @@ type Locker struct {
 	d     sqllock.Dialect
 	table string
 	vs    versionStore
+	srv   *server.Check // nil where the dialect probes no server
 	stmts stmtcache.Cache
 
 	tel    *telemetry.T
@@ -96,7 +111,7 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("optimistic: table: %w", err)
 	}
-	l := &Locker{db: db, d: d, table: cfg.table, vs: st.versions(t), live: make(map[*Lease]struct{}),
+	l := &Locker{db: db, d: d, srv: server.New(db, d, cfg.singleWriter), table: cfg.table, vs: st.versions(t), live: make(map[*Lease]struct{}),
 		tel: telemetry.New("optimistic", d.String(), cfg.tel)}
 	l.stmts.Direct = cfg.pooler
 	return l, nil
@@ -169,7 +184,7 @@ func (l *Locker) stamp(ctx context.Context, key string) (*Lease, error) {
 	if err := ctxend.Err(ctx); err != nil {
 		return nil, errors.Join(fmt.Errorf("optimistic: acquire %q: %w", key, sqllock.ErrNotAcquired), err)
 	}
-	if err := sqllock.CheckServer(ctx, l.db, l.d); err != nil {
+	if err := l.srv.Check(ctx); err != nil {
 		return nil, fmt.Errorf("optimistic: acquire %q: %w", key, err)
 	}
 	v, err := l.vs.stamp(ctx, &l.stmts, l.db, key)

@@ -15,6 +15,7 @@ import (
 	"github.com/sqllock/sqllock/internal/backoff"
 	"github.com/sqllock/sqllock/internal/ctxend"
 	"github.com/sqllock/sqllock/internal/lease"
+	"github.com/sqllock/sqllock/internal/server"
 	"github.com/sqllock/sqllock/internal/sessionwatch"
 	"github.com/sqllock/sqllock/internal/stmtcache"
 	"github.com/sqllock/sqllock/internal/telemetry"
@@ -35,6 +36,7 @@ type Locker struct {
 	db    *sql.DB
 	d     sqllock.Dialect
 	st    store
+	srv   *server.Check // nil where the dialect probes no server
 	cfg   config
 	stmts stmtcache.Cache
 	// bg counts the attempts in flight and the background work they and
@@ -77,7 +79,7 @@ func New(db *sql.DB, d sqllock.Dialect, opts ...Option) (*Locker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rowlock: table: %w", err)
 	}
-	l := &Locker{db: db, d: d, cfg: cfg, inflight: make(map[context.Context]context.CancelCauseFunc),
+	l := &Locker{db: db, d: d, srv: server.New(db, d, cfg.singleWriter), cfg: cfg, inflight: make(map[context.Context]context.CancelCauseFunc),
 		tel: telemetry.New("rowlock", d.String(), cfg.tel)}
 	l.cfg.logger = telemetry.Logger(cfg.logger, "rowlock", d.String())
 	l.stmts.Direct = cfg.pooler
@@ -270,7 +272,7 @@ func (l *Locker) take(ctx context.Context, keys []string, wait, shared bool, tri
 			return nil, fmt.Errorf("rowlock: acquire %s: %w: keys must be distinct and in ascending order", name, sqllock.ErrInvalidKey)
 		}
 	}
-	if err := sqllock.CheckServer(ctx, l.db, l.d); err != nil {
+	if err := l.srv.Check(ctx); err != nil {
 		return nil, fmt.Errorf("rowlock: acquire %s: %w", name, err)
 	}
 	if err := ctxend.Err(ctx); err != nil {

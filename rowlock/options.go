@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/server"
 	"github.com/sqllock/sqllock/internal/telemetry"
 )
 
@@ -32,6 +33,8 @@ type config struct {
 	logger *slog.Logger
 	tel    telemetry.Options
 	pooler bool
+	// singleWriter: WithSingleWriter.
+	singleWriter bool
 }
 
 func defaults() config {
@@ -41,6 +44,18 @@ func defaults() config {
 		logger: slog.New(slog.DiscardHandler),
 	}
 }
+
+// WithSingleWriter declares that every lock statement sent through the
+// Locker's handle reaches one node of a Galera cluster: a single-writer
+// proxy (MaxScale's readwritesplit, ProxySQL or HAProxy with one active
+// backend) or a DSN naming one node that no other locker writes to. The
+// Locker then serves a multi-writer cluster; without it, it refuses with
+// sqllock.ErrUnsupported. The declaration is the caller's promise:
+// sqllock cannot see the routing. Elsewhere it changes nothing.
+func WithSingleWriter(on bool) Option { return server.WithSingleWriter(on, singleWriterOf) }
+
+// singleWriterOf is where a config keeps the single-writer declaration.
+func singleWriterOf(c *config) *bool { return &c.singleWriter }
 
 // WithTable names the lock table (default "sqllock_rows"), optionally
 // schema-qualified. The name is validated as an identifier and quoted; the

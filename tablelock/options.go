@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/server"
 	"github.com/sqllock/sqllock/internal/tablecore"
 	"github.com/sqllock/sqllock/internal/telemetry"
 )
@@ -254,6 +255,18 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // turn it on only for a few fixed keys, never for keys made from data.
 // Spans carry the key either way.
 func WithKeyAttribute(on bool) Option { return telemetry.WithKeyAttribute(on, telOf) }
+
+// WithSingleWriter declares that every lock statement sent through the
+// Locker's handle reaches one node of a Galera cluster: a single-writer
+// proxy (MaxScale's readwritesplit, ProxySQL or HAProxy with one active
+// backend) or a DSN naming one node that no other locker writes to. The
+// Locker then serves a multi-writer cluster; without it, it refuses with
+// sqllock.ErrUnsupported. The declaration is the caller's promise:
+// sqllock cannot see the routing. Elsewhere it changes nothing.
+func WithSingleWriter(on bool) Option { return server.WithSingleWriter(on, singleWriterOf) }
+
+// singleWriterOf is where a config keeps the single-writer declaration.
+func singleWriterOf(c *config) *bool { return &c.SingleWriter }
 
 // telOf is where a config keeps its telemetry options.
 func telOf(c *config) *telemetry.Options { return &c.Tel }

@@ -284,9 +284,6 @@ func withDB(ctx context.Context, df dbFlags, mode openMode, fn func(t target, db
 	if t.dialect.IsMySQL() {
 		// The server's flavour picks the path (MySQL 8 and Galera take
 		// the common one), unless the DSN named it.
-		if t.singleWriter {
-			sqllock.DeclareSingleWriter(db)
-		}
 		if !t.pinned {
 			if t.dialect, err = sqllock.ServerDialect(ctx, db, t.dialect); err != nil {
 				return t.scrub(err)

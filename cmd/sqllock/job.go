@@ -190,7 +190,7 @@ func joinInts(v []int64) string {
 // runReplicas runs replicas first..first+n-1 as goroutines, each with its
 // own Guard, as separate services would have.
 func runReplicas(ctx context.Context, db *sql.DB, t target, sch jobSchedule, first, n int, emit func(jobEvent)) error {
-	var opts []jobguard.Option
+	opts := []jobguard.Option{jobguard.WithSingleWriter(t.singleWriter)}
 	if t.pooler {
 		opts = append(opts, jobguard.WithTransactionPooler())
 	}

@@ -372,7 +372,7 @@ func cmdHold(ctx context.Context, args []string, e env) error {
 	}
 	key := pos[0]
 	return withDB(ctx, df, needMigrated, func(t target, db *sql.DB) error {
-		opts := []tablelock.Option{tablelock.WithTTL(*ttl)}
+		opts := []tablelock.Option{tablelock.WithTTL(*ttl), tablelock.WithSingleWriter(t.singleWriter)}
 		if t.pooler {
 			opts = append(opts, tablelock.WithTransactionPooler())
 		}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/cmd/sqllock/internal/lockers"
 	"github.com/sqllock/sqllock/cmd/sqllock/internal/shop"
 )
 
@@ -208,7 +209,7 @@ func buyAll(ctx context.Context, db *sql.DB, t target, s strategy, item string, 
 	var l sqllock.Locker
 	if s.newLocker != nil {
 		var closeLocker func()
-		if l, closeLocker, err = s.newLocker(db, d, t.pooler); err != nil {
+		if l, closeLocker, err = s.newLocker(db, d, lockers.Opts{Pooler: t.pooler, SingleWriter: t.singleWriter}); err != nil {
 			return 0, 0, err
 		}
 		defer closeLocker()

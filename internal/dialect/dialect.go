@@ -41,6 +41,13 @@ type Caps struct {
 	// or MariaDB, a Galera node, the token function migrated), which a
 	// Locker reads at its first take (internal/server).
 	ProbesServer bool
+	// Sequences: fencing tokens come from a sequence the statement that
+	// takes the lock draws (PostgreSQL, MariaDB); a Galera node has none.
+	Sequences bool
+	// TicketTokens: fencing tokens come from an AUTO_INCREMENT ticket
+	// table through sqllock_next_token(), drawn after the lock is held
+	// (the MySQL path).
+	TicketTokens bool
 	// TimeMicros: the lock tables keep times as microseconds since the
 	// Unix epoch, not as timestamps (SQLite).
 	TimeMicros bool
@@ -57,13 +64,13 @@ type Caps struct {
 var caps = map[sqllock.Dialect]Caps{
 	sqllock.Postgres: {
 		Announces: true, QueuedWaiters: true, SessionLocks: true, TxLocks: true, LockWaiters: true,
-		NumberedParams: true, MigrationDir: "postgres", quote: `"`,
+		Sequences: true, NumberedParams: true, MigrationDir: "postgres", quote: `"`,
 	},
 	sqllock.MariaDB: {
-		Gates: true, SessionLocks: true, ProbesServer: true, MigrationDir: "mysql", quote: "`",
+		Gates: true, SessionLocks: true, ProbesServer: true, Sequences: true, MigrationDir: "mysql", quote: "`",
 	},
 	sqllock.MySQL: {
-		SessionLocks: true, ProbesServer: true, MigrationDir: "mysql", quote: "`",
+		SessionLocks: true, ProbesServer: true, TicketTokens: true, MigrationDir: "mysql", quote: "`",
 	},
 	// SQLite takes backticks too: a double-quoted name it cannot resolve
 	// silently becomes a string literal, a backticked one is an error.

@@ -1,5 +1,7 @@
 package locktable
 
+import "github.com/sqllock/sqllock/internal/server"
+
 // Prepared is how many statements t has prepared through database/sql.
 func (t *Table) Prepared() int { return t.h.stmts.Len() }
 
@@ -16,3 +18,7 @@ func (g *Gate) Kept(key string) bool {
 	defer g.file.mu.Unlock()
 	return g.file.kept[key] != nil
 }
+
+// ServerCheck is t's Check of its server: nil where the dialect probes
+// none.
+func (t *Table) ServerCheck() *server.Check { return t.srv }

@@ -35,6 +35,7 @@ import (
 	"github.com/sqllock/sqllock/internal/dberr"
 	"github.com/sqllock/sqllock/internal/dialect"
 	"github.com/sqllock/sqllock/internal/lease"
+	"github.com/sqllock/sqllock/internal/server"
 	"github.com/sqllock/sqllock/internal/stmtcache"
 )
 
@@ -64,6 +65,10 @@ type Config struct {
 	// itself (the give-back of a detached take whose caller had gone), so
 	// that the caller's waiters in this process look again.
 	Freed func(key string)
+	// SingleWriter: every statement reaches one node of a Galera cluster
+	// (the strategies' WithSingleWriter), so a multi-writer cluster is
+	// served.
+	SingleWriter bool
 }
 
 // Table is one lock table. It is safe for concurrent use. Close it when done.
@@ -72,7 +77,8 @@ type Table struct {
 	st  store
 	cfg Config
 	d   sqllock.Dialect
-	id  string // callerLen hex digits: whom a release calls (Claim.Listening)
+	srv *server.Check // nil where the dialect probes no server
+	id  string        // callerLen hex digits: whom a release calls (Claim.Listening)
 	// inline: a take may run on its caller's goroutine under a context
 	// that can end, since the driver ends it at once then (interrupter).
 	inline bool
@@ -110,7 +116,7 @@ func Open(db *sql.DB, d sqllock.Dialect, cfg Config) (*Table, error) {
 		return nil, err
 	}
 	return &Table{h: handle{DB: db, stmts: &stmtcache.Cache{Direct: cfg.Unprepared}}, st: st, cfg: cfg, d: d,
-		id: fmt.Sprintf("%0*x", callerLen, rand.Uint64()), work: newWorkers(),
+		srv: server.New(db, d, cfg.SingleWriter), id: fmt.Sprintf("%0*x", callerLen, rand.Uint64()), work: newWorkers(),
 		inline: interrupts(st, db)}, nil
 }
 
@@ -276,7 +282,7 @@ type Attempt struct {
 // expired, with a new token larger than every earlier holder's, or gets
 // one hold more when c.Owner holds it.
 func (t *Table) Take(ctx context.Context, c Claim) (Attempt, error) {
-	if err := sqllock.CheckServer(ctx, t.h.DB, t.d); err != nil {
+	if err := t.srv.Check(ctx); err != nil {
 		return Attempt{Remaining: -1}, err
 	}
 	if c.Listening {

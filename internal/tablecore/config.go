@@ -13,20 +13,21 @@ import (
 // each field's option and default. New checks the fields against each
 // other and fills in those that follow from the TTL.
 type Config struct {
-	Table       string
-	TTL         time.Duration
-	Renew       time.Duration // 0: TTL/3
-	Margin      time.Duration // 0: TTL/10
-	MaxBackoff  time.Duration
-	Notify      bool
-	NotifyOn    bool // WithNotify(true) was given
-	Pooler      bool
-	AsyncCommit bool
-	Fair        bool
-	Bound       time.Duration
-	Claim       time.Duration
-	Logger      *slog.Logger
-	Tel         telemetry.Options
+	Table        string
+	TTL          time.Duration
+	Renew        time.Duration // 0: TTL/3
+	Margin       time.Duration // 0: TTL/10
+	MaxBackoff   time.Duration
+	Notify       bool
+	NotifyOn     bool // WithNotify(true) was given
+	Pooler       bool
+	AsyncCommit  bool
+	Fair         bool
+	Bound        time.Duration
+	Claim        time.Duration
+	SingleWriter bool
+	Logger       *slog.Logger
+	Tel          telemetry.Options
 }
 
 // The defaults; tablelock's exported constants of the same names say the

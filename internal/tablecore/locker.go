@@ -71,12 +71,13 @@ func New[O ~func(*Config) error](db *sql.DB, d sqllock.Dialect, opts ...O) (*Loc
 	// A wake-up says "look again": several before a try count as one.
 	waiters := waiting.NewQueue(waiting.Coalesce)
 	tbl, err := locktable.Open(db, d, locktable.Config{
-		Table:       cfg.Table,
-		Notify:      true, // waiters elsewhere listen whether or not this Locker does
-		AsyncCommit: cfg.AsyncCommit,
-		Fair:        cfg.Fair,
-		Unprepared:  cfg.Pooler,
-		Freed:       func(key string) { waiters.Signal(key) },
+		Table:        cfg.Table,
+		Notify:       true, // waiters elsewhere listen whether or not this Locker does
+		AsyncCommit:  cfg.AsyncCommit,
+		Fair:         cfg.Fair,
+		Unprepared:   cfg.Pooler,
+		SingleWriter: cfg.SingleWriter,
+		Freed:        func(key string) { waiters.Signal(key) },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("tablelock: %w", err)

@@ -21,7 +21,7 @@ import (
 
 // galeraNode opens the first node of the Galera cluster that
 // SQLLOCK_GALERA_DSNS names (.ci/galera env), migrated, as a handle of its
-// own (so no declaration made for another handle applies). Without the
+// own. Without the
 // variable the test skips: .ci/step-galera runs it.
 func galeraNode(t *testing.T) *testdb.DB {
 	t.Helper()
@@ -43,8 +43,10 @@ func galeraNode(t *testing.T) *testdb.DB {
 	return &testdb.DB{DB: db, Dialect: sqllock.MySQL, Driver: "mysql", DSN: dsns[0]}
 }
 
-// A multi-writer cluster without the single-writer declaration: every
-// strategy refuses, saying why and what to do, and writes nothing.
+// A multi-writer cluster without the single-writer option: every strategy
+// refuses, saying why and what to do, and writes nothing; a Locker made
+// with the option beside one made without it on the same handle does not
+// lend it its declaration.
 func TestGaleraRefusesMultiWriter(t *testing.T) {
 	db := galeraNode(t)
 	ctx := context.Background()
@@ -61,6 +63,19 @@ func TestGaleraRefusesMultiWriter(t *testing.T) {
 	}
 	d := sqllock.MySQL
 	key := locktest.Key(t)
+	// Declared on this handle by one Locker: the others are not.
+	declared, err := tablelock.New(db.DB, d, tablelock.WithSingleWriter(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer declared.Close()
+	lease, err := declared.TryAcquire(ctx, key+"/declared")
+	if err != nil {
+		t.Fatalf("a Locker made WithSingleWriter(true): %v", err)
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
 	tl, _ := tablelock.New(db.DB, d)
 	defer tl.Close()
 	rl, _ := rowlock.New(db.DB, d)
@@ -79,8 +94,8 @@ func TestGaleraRefusesMultiWriter(t *testing.T) {
 			msg = err.Error()
 		}
 		if !errors.Is(err, sqllock.ErrUnsupported) || !strings.Contains(msg, "Galera") ||
-			!strings.Contains(msg, "DeclareSingleWriter") || !strings.Contains(msg, name) || !strings.Contains(msg, key) {
-			t.Errorf("%s on a multi-writer cluster = %v; want ErrUnsupported naming the strategy, the key, Galera and DeclareSingleWriter", name, err)
+			!strings.Contains(msg, "WithSingleWriter") || !strings.Contains(msg, name) || !strings.Contains(msg, key) {
+			t.Errorf("%s on a multi-writer cluster = %v; want ErrUnsupported naming the strategy, the key, Galera and WithSingleWriter", name, err)
 		}
 	}
 	for _, table := range []string{"sqllock_locks", "sqllock_rows", "sqllock_versions"} {
@@ -90,25 +105,24 @@ func TestGaleraRefusesMultiWriter(t *testing.T) {
 		}
 	}
 	// The MariaDB path needs sequences, which Galera lacks.
-	sqllock.DeclareSingleWriter(db.DB)
-	ml, _ := tablelock.New(db.DB, sqllock.MariaDB)
+	ml, _ := tablelock.New(db.DB, sqllock.MariaDB, tablelock.WithSingleWriter(true))
 	defer ml.Close()
 	if _, err := ml.TryAcquire(ctx, key); !errors.Is(err, sqllock.ErrUnsupported) || !strings.Contains(err.Error(), "use sqllock.MySQL ") {
 		t.Errorf("the MariaDB dialect on Galera = %v; want ErrUnsupported pointing to sqllock.MySQL", err)
 	}
 }
 
-// Declared single-writer (all lock traffic to one node): the conformance
-// suite holds, and tokens from every strategy grow in one order.
+// Declared single-writer (all lock traffic to one node, WithSingleWriter):
+// the conformance suite holds, and tokens from every strategy grow in one
+// order.
 func TestGaleraSingleWriter(t *testing.T) {
 	db := galeraNode(t)
-	sqllock.DeclareSingleWriter(db.DB)
 	d := sqllock.MySQL
 	t.Run("tablelock", func(t *testing.T) {
 		locktest.Run(t, locktest.Target{
 			DB: db,
 			New: func(t testing.TB) sqllock.Locker {
-				l, err := tablelock.New(db.DB, d, tablelock.WithTTL(900*time.Millisecond))
+				l, err := tablelock.New(db.DB, d, tablelock.WithSingleWriter(true), tablelock.WithTTL(900*time.Millisecond))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -125,7 +139,7 @@ func TestGaleraSingleWriter(t *testing.T) {
 	})
 	t.Run("advisory", func(t *testing.T) {
 		locktest.Run(t, locktest.Target{DB: db, Exclusive: true, New: func(t testing.TB) sqllock.Locker {
-			l, err := advisory.New(db.DB, d)
+			l, err := advisory.New(db.DB, d, advisory.WithSingleWriter(true))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -135,7 +149,7 @@ func TestGaleraSingleWriter(t *testing.T) {
 	})
 	t.Run("rowlock", func(t *testing.T) {
 		locktest.Run(t, locktest.Target{DB: db, Exclusive: true, New: func(t testing.TB) sqllock.Locker {
-			l, err := rowlock.New(db.DB, d)
+			l, err := rowlock.New(db.DB, d, rowlock.WithSingleWriter(true))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -148,10 +162,10 @@ func TestGaleraSingleWriter(t *testing.T) {
 		key := locktest.Key(t)
 		var lockers []sqllock.Locker
 		for _, mk := range []func() (sqllock.Locker, error){
-			func() (sqllock.Locker, error) { return tablelock.New(db.DB, d) },
-			func() (sqllock.Locker, error) { return advisory.New(db.DB, d) },
-			func() (sqllock.Locker, error) { return rowlock.New(db.DB, d) },
-			func() (sqllock.Locker, error) { return optimistic.New(db.DB, d) },
+			func() (sqllock.Locker, error) { return tablelock.New(db.DB, d, tablelock.WithSingleWriter(true)) },
+			func() (sqllock.Locker, error) { return advisory.New(db.DB, d, advisory.WithSingleWriter(true)) },
+			func() (sqllock.Locker, error) { return rowlock.New(db.DB, d, rowlock.WithSingleWriter(true)) },
+			func() (sqllock.Locker, error) { return optimistic.New(db.DB, d, optimistic.WithSingleWriter(true)) },
 		} {
 			l, err := mk()
 			if err != nil {

@@ -24,7 +24,7 @@ func TestCountingDB(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer cdb.Close()
-			l, closeFn, err := lockers.Tablelock(cdb, db.Dialect, false)
+			l, closeFn, err := lockers.Tablelock(cdb, db.Dialect, lockers.Opts{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -67,7 +67,7 @@ func TestBenchRawAdvisoryLocksLockersName(t *testing.T) {
 			db := testdb.Open(t, d)
 			ctx := context.Background()
 			key := "Orders/" + locktest.Key(t)
-			l, closeFn, err := lockers.Advisory(db.DB, d, false)
+			l, closeFn, err := lockers.Advisory(db.DB, d, lockers.Opts{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -55,7 +55,7 @@ type contender interface {
 
 // fairTablelock is a tablelock Locker in fair order (the hot key of the
 // multi-client cases).
-func fairTablelock(db *sql.DB, d sqllock.Dialect, _ bool) (sqllock.Locker, func(), error) {
+func fairTablelock(db *sql.DB, d sqllock.Dialect, _ lockers.Opts) (sqllock.Locker, func(), error) {
 	l, err := tablelock.New(db, d, tablelock.WithFairness(true))
 	if err != nil {
 		return nil, nil, err
@@ -72,7 +72,7 @@ func lockerSide(db *sql.DB, d sqllock.Dialect, pooler bool, newLocker lockers.Ne
 }
 
 func newLockerClient(db *sql.DB, d sqllock.Dialect, pooler bool, newLocker lockers.New) (contender, error) {
-	l, closeFn, err := newLocker(db, d, pooler)
+	l, closeFn, err := newLocker(db, d, lockers.Opts{Pooler: pooler})
 	if err != nil {
 		return nil, err
 	}
@@ -616,7 +616,7 @@ type advisoryTxClient struct {
 }
 
 func newAdvisoryTxClient(db *sql.DB, d sqllock.Dialect) (contender, error) {
-	l, closeFn, err := lockers.Advisory(db, d, true)
+	l, closeFn, err := lockers.Advisory(db, d, lockers.Opts{Pooler: true})
 	if err != nil {
 		return nil, err
 	}

@@ -13,35 +13,43 @@ import (
 	"github.com/sqllock/sqllock/tablelock"
 )
 
-// New is a constructor: a Locker over db and its closer. With pooler, made
-// for a transaction-pooling proxy (nil error only when the Locker serves
-// one).
-type New func(db *sql.DB, d sqllock.Dialect, pooler bool) (sqllock.Locker, func(), error)
+// New is a constructor: a Locker over db and its closer, made as o says.
+type New func(db *sql.DB, d sqllock.Dialect, o Opts) (sqllock.Locker, func(), error)
+
+// Opts is how the commands' Lockers are made.
+type Opts struct {
+	// Pooler: made for a transaction-pooling proxy (nil error only when
+	// the Locker serves one).
+	Pooler bool
+	// SingleWriter: every lock statement reaches one Galera node (the
+	// strategies' WithSingleWriter).
+	SingleWriter bool
+}
 
 // Tablelock returns a tablelock Locker.
-func Tablelock(db *sql.DB, d sqllock.Dialect, pooler bool) (sqllock.Locker, func(), error) {
-	return build(db, d, tablelock.New, pooler, tablelock.WithTransactionPooler)
+func Tablelock(db *sql.DB, d sqllock.Dialect, o Opts) (sqllock.Locker, func(), error) {
+	return build(db, d, tablelock.New, o, tablelock.WithTransactionPooler, tablelock.WithSingleWriter)
 }
 
 // Rowlock returns a rowlock Locker.
-func Rowlock(db *sql.DB, d sqllock.Dialect, pooler bool) (sqllock.Locker, func(), error) {
-	return build(db, d, rowlock.New, pooler, rowlock.WithTransactionPooler)
+func Rowlock(db *sql.DB, d sqllock.Dialect, o Opts) (sqllock.Locker, func(), error) {
+	return build(db, d, rowlock.New, o, rowlock.WithTransactionPooler, rowlock.WithSingleWriter)
 }
 
 // Advisory returns an advisory Locker. Made for a pooler, it locks only
 // in a transaction: its users take it through DoTx or AcquireTx.
-func Advisory(db *sql.DB, d sqllock.Dialect, pooler bool) (sqllock.Locker, func(), error) {
-	return build(db, d, advisory.New, pooler, advisory.WithTransactionPooler)
+func Advisory(db *sql.DB, d sqllock.Dialect, o Opts) (sqllock.Locker, func(), error) {
+	return build(db, d, advisory.New, o, advisory.WithTransactionPooler, advisory.WithSingleWriter)
 }
 
-// build makes a Locker with newLocker, with the option forPooler gives
-// when pooler.
+// build makes a Locker with newLocker, with the options forPooler and
+// singleWriter give as o says.
 func build[O any, L interface {
 	sqllock.Locker
 	Close() error
-}](db *sql.DB, d sqllock.Dialect, newLocker func(*sql.DB, sqllock.Dialect, ...O) (L, error), pooler bool, forPooler func() O) (sqllock.Locker, func(), error) {
-	var opts []O
-	if pooler {
+}](db *sql.DB, d sqllock.Dialect, newLocker func(*sql.DB, sqllock.Dialect, ...O) (L, error), o Opts, forPooler func() O, singleWriter func(bool) O) (sqllock.Locker, func(), error) {
+	opts := []O{singleWriter(o.SingleWriter)}
+	if o.Pooler {
 		opts = append(opts, forPooler())
 	}
 	l, err := newLocker(db, d, opts...)
