@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/dialect"
 )
 
 // ScheduleTable is where Loop records when each job next fires (migration
@@ -38,7 +39,7 @@ func (g *Guard) recordDue(ctx context.Context, job string, at time.Time) {
 		return
 	}
 	var arg any = at.UTC()
-	if g.dialect == sqllock.SQLite {
+	if dialect.Of(g.dialect).TimeMicros {
 		arg = at.UnixMicro()
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dueTimeout)

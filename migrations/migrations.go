@@ -47,6 +47,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/backoff"
+	"github.com/sqllock/sqllock/internal/dialect"
 )
 
 // FS holds the migrations: postgres/, mysql/ and sqlite/.
@@ -59,11 +60,8 @@ const VersionTable = "sqllock_db_version"
 
 // Dir returns the folder of FS that holds d's migrations.
 func Dir(d sqllock.Dialect) (string, error) {
-	switch d {
-	case sqllock.Postgres, sqllock.SQLite:
-		return d.String(), nil
-	case sqllock.MariaDB, sqllock.MySQL:
-		return "mysql", nil // both paths share the folder
+	if dir := dialect.Of(d).MigrationDir; dir != "" {
+		return dir, nil // the two MySQL-family paths share one
 	}
 	return "", fmt.Errorf("migrations: %w: dialect %v", sqllock.ErrUnsupported, d)
 }
@@ -87,7 +85,7 @@ func newProvider(ctx context.Context, db *sql.DB, d sqllock.Dialect) (*goose.Pro
 	if err != nil {
 		return nil, err
 	}
-	if d.IsMySQL() {
+	if dialect.Of(d).ProbesServer {
 		srv, err := sqllock.DetectServer(ctx, db)
 		if err != nil {
 			return nil, err
@@ -103,7 +101,7 @@ func newProvider(ctx context.Context, db *sql.DB, d sqllock.Dialect) (*goose.Pro
 		sqllock.SQLite:   goose.DialectSQLite3,
 	}[d]
 	opts := []goose.ProviderOption{goose.WithTableName(VersionTable), goose.WithDisableGlobalRegistry(true)}
-	if d != sqllock.SQLite { // SQLite serialises writers by itself
+	if !dialect.Of(d).SerialWriters { // SQLite serialises writers by itself
 		opts = append(opts, goose.WithSessionLocker(sessionLocker{d: d}))
 	}
 	return goose.NewProvider(gd, db, sub, opts...)
@@ -123,7 +121,7 @@ func Up(ctx context.Context, db *sql.DB, d sqllock.Dialect) error {
 	// once collide (SQLITE_BUSY, a version row or table already there).
 	// The loser retries and finds the work done.
 	e := backoff.Exp{Min: 10 * time.Millisecond, Max: 200 * time.Millisecond}
-	for attempt := 1; err != nil && d == sqllock.SQLite && attempt < 10; attempt++ {
+	for attempt := 1; err != nil && dialect.Of(d).SerialWriters && attempt < 10; attempt++ {
 		if backoff.Sleep(ctx, e.Next()) != nil {
 			break
 		}
@@ -175,7 +173,7 @@ const (
 // migration". The lock is not goose's, which Up takes next on another
 // connection.
 func prepareVersionTable(ctx context.Context, db *sql.DB, d sqllock.Dialect, p *goose.Provider) error {
-	if d == sqllock.SQLite {
+	if dialect.Of(d).SerialWriters {
 		return nil
 	}
 	conn, err := db.Conn(ctx)

@@ -244,7 +244,8 @@ func (h *handler) load(ctx context.Context) *snapshot {
 			waiting++
 		}
 	}
-	if h.d == sqllock.Postgres && !h.c.pooler {
+	caps := dialect.Of(h.d)
+	if caps.LockWaiters && caps.Announces && !h.c.pooler {
 		if s.Waiters, err = holds.PGWaiters(ctx, h.db); err != nil {
 			return failed(err)
 		}
@@ -257,11 +258,11 @@ func (h *handler) load(ctx context.Context) *snapshot {
 	// waiters where performance_schema shows them.
 	var waits []holds.Wait
 	switch {
-	case h.d == sqllock.Postgres:
+	case caps.QueuedWaiters:
 		if waits, err = h.src.Waits(ctx); err != nil {
 			return failed(err)
 		}
-	case h.d == sqllock.MariaDB:
+	case caps.Gates:
 		waits = holds.GateWaits(rows, adv)
 	}
 	s.WaitsKnown = waitsKnown(h.d, len(notes) > 0)
@@ -290,19 +291,18 @@ func (h *handler) load(ctx context.Context) *snapshot {
 }
 
 // waitsKnown says what the page can know of the waiters of a key on d;
-// psOff: MariaDB's performance_schema is off.
+// psOff: performance_schema, which lists the gates' waiters, is off.
 func waitsKnown(d sqllock.Dialect, psOff bool) string {
+	c := dialect.Of(d)
 	switch {
-	case d == sqllock.Postgres:
-		return "PostgreSQL: each held row's queue, the Lockers refused that wait for it (one per Locker, however many of its calls wait); a waiter that could not queue (behind a pooler) counts as one."
-	case d == sqllock.MariaDB && !psOff:
-		return "MariaDB: the sessions waiting on a key's gate (GET_LOCK), as performance_schema shows them."
-	case d == sqllock.MariaDB:
-		return "MariaDB: a waiter waits on a gate (GET_LOCK) that only performance_schema shows, and it is off on this server: no waits per key."
-	case d == sqllock.MySQL:
-		return "MySQL: waiters poll the row and leave no trace in the database: no waits per key."
+	case c.QueuedWaiters:
+		return c.Name + ": each held row's queue, the Lockers refused that wait for it (one per Locker, however many of its calls wait); a waiter that could not queue (behind a pooler) counts as one."
+	case c.Gates && !psOff:
+		return c.Name + ": the sessions waiting on a key's gate (GET_LOCK), as performance_schema shows them."
+	case c.Gates:
+		return c.Name + ": a waiter waits on a gate (GET_LOCK) that only performance_schema shows, and it is off on this server: no waits per key."
 	}
-	return "SQLite: waiters poll the file and leave no trace in it: no waits per key."
+	return c.Name + ": waiters poll the lock table and leave no trace in the database: no waits per key."
 }
 
 type pageData struct {

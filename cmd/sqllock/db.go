@@ -19,6 +19,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/dberr"
+	"github.com/sqllock/sqllock/internal/dialect"
 	"github.com/sqllock/sqllock/internal/holds"
 	"github.com/sqllock/sqllock/migrations"
 )
@@ -153,7 +154,7 @@ const (
 // open connects to t and checks its schema. It writes nothing unless t is
 // the embedded database, which it creates and migrates on first use.
 func open(ctx context.Context, t target, mode openMode) (*sql.DB, error) {
-	if t.dialect == sqllock.SQLite {
+	if dialect.Of(t.dialect).Embedded {
 		if t.embedded {
 			if err := os.MkdirAll(filepath.Dir(t.path), 0o700); err != nil {
 				return nil, fail(exitBadDSN, "embedded database: %v", err)
@@ -241,7 +242,7 @@ func whileBusy(ctx context.Context, t target, fn func(context.Context) error) er
 
 // isBusy reports SQLITE_BUSY or SQLITE_LOCKED from t, a SQLite database.
 func isBusy(t target, err error) bool {
-	return t.dialect == sqllock.SQLite && dberr.IsRetryable(err)
+	return dialect.Of(t.dialect).SerialWriters && dberr.IsRetryable(err)
 }
 
 // checkMigrated reports an unmigrated database without writing to it:
@@ -281,7 +282,7 @@ func withDB(ctx context.Context, df dbFlags, mode openMode, fn func(t target, db
 		return t.scrub(err)
 	}
 	defer db.Close()
-	if t.dialect.IsMySQL() {
+	if dialect.Of(t.dialect).ProbesServer {
 		// The server's flavour picks the path (MySQL 8 and Galera take
 		// the common one), unless the DSN named it.
 		if !t.pinned {

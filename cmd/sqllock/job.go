@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/dialect"
 	"github.com/sqllock/sqllock/jobguard"
 )
 
@@ -325,7 +326,7 @@ func jobWorker(ctx context.Context, args []string, e env) error {
 // sqllock_jobs.
 func deleteJob(ctx context.Context, db *sql.DB, d sqllock.Dialect, name string) {
 	q := `DELETE FROM sqllock_jobs WHERE lock_key = ?`
-	if d == sqllock.Postgres {
+	if dialect.Of(d).NumberedParams {
 		q = `DELETE FROM sqllock_jobs WHERE lock_key = $1`
 	}
 	_, _ = db.ExecContext(ctx, q, name)

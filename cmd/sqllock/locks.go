@@ -14,6 +14,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/advisory"
+	"github.com/sqllock/sqllock/internal/dialect"
 	"github.com/sqllock/sqllock/internal/holds"
 	"github.com/sqllock/sqllock/internal/identity"
 	"github.com/sqllock/sqllock/tablelock"
@@ -101,7 +102,7 @@ func cmdLocks(ctx context.Context, args []string, e env) error {
 				return err
 			}
 			rows, notes = append(rows, adv...), n
-			if t.dialect != sqllock.SQLite {
+			if dialect.Of(t.dialect).RowLocks {
 				notes = append(notes, "not shown: rowlock leases, which are row locks of open transactions (the server lists those transactions, not keys)")
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/sqllock/sqllock/cmd/sqllock/internal/lockers"
 	"github.com/sqllock/sqllock/cmd/sqllock/internal/shop"
 	"github.com/sqllock/sqllock/internal/dberr"
+	"github.com/sqllock/sqllock/internal/dialect"
 	"github.com/sqllock/sqllock/optimistic"
 	"github.com/sqllock/sqllock/rowlock"
 )
@@ -163,7 +164,7 @@ func newStock(db *sql.DB, d sqllock.Dialect, item string, work time.Duration, po
 	s := &stock{db: db, item: item, work: work, cas: cas, pooler: pooler}
 	// The locked writes bump the version too, so that an optimistic writer
 	// of the same row would see them.
-	if d == sqllock.Postgres {
+	if dialect.Of(d).NumberedParams {
 		s.read = `SELECT units FROM sqllock_demo_stock WHERE item = $1`
 		s.write = `UPDATE sqllock_demo_stock SET units = $1, version = version + 1 WHERE item = $2`
 	} else {

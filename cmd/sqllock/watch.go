@@ -8,7 +8,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/dialect"
 	"github.com/sqllock/sqllock/internal/holds"
 )
@@ -49,7 +48,7 @@ func watchLocks(ctx context.Context, e env, t target, src *holdSource, w watchSp
 		}
 		var waiters []waiter
 		listening := -1
-		if t.dialect == sqllock.Postgres {
+		if c := dialect.Of(t.dialect); c.LockWaiters && c.Announces {
 			if waiters, err = holds.PGWaiters(ctx, db); err != nil {
 				return err
 			}

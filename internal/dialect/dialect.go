@@ -15,6 +15,9 @@ import (
 // Caps is what a dialect can do, as the code outside its stores needs to
 // know it.
 type Caps struct {
+	// Name is the database's name for people: "PostgreSQL", "MariaDB",
+	// "MySQL", "SQLite".
+	Name string
 	// Announces: releases are announced to waiters (PostgreSQL's
 	// LISTEN/NOTIFY), and sessions listening can be counted.
 	Announces bool
@@ -27,6 +30,9 @@ type Caps struct {
 	// SessionLocks: the server has advisory locks held by a session
 	// (pg_advisory_lock, GET_LOCK); SQLite has none.
 	SessionLocks bool
+	// RowLocks: a transaction can hold row locks (FOR UPDATE) that the
+	// server lists by transaction, not by key (rowlock's leases).
+	RowLocks bool
 	// TxLocks: the server has advisory locks that the transaction's end
 	// releases (pg_advisory_xact_lock).
 	TxLocks bool
@@ -48,6 +54,8 @@ type Caps struct {
 	// table through sqllock_next_token(), drawn after the lock is held
 	// (the MySQL path).
 	TicketTokens bool
+	// Embedded: the database is a file the process opens itself.
+	Embedded bool
 	// TimeMicros: the lock tables keep times as microseconds since the
 	// Unix epoch, not as timestamps (SQLite).
 	TimeMicros bool
@@ -63,19 +71,23 @@ type Caps struct {
 
 var caps = map[sqllock.Dialect]Caps{
 	sqllock.Postgres: {
-		Announces: true, QueuedWaiters: true, SessionLocks: true, TxLocks: true, LockWaiters: true,
+		Name:      "PostgreSQL",
+		Announces: true, QueuedWaiters: true, SessionLocks: true, RowLocks: true, TxLocks: true, LockWaiters: true,
 		Sequences: true, NumberedParams: true, MigrationDir: "postgres", quote: `"`,
 	},
 	sqllock.MariaDB: {
-		Gates: true, SessionLocks: true, ProbesServer: true, Sequences: true, MigrationDir: "mysql", quote: "`",
+		Name:  "MariaDB",
+		Gates: true, SessionLocks: true, RowLocks: true, ProbesServer: true, Sequences: true, MigrationDir: "mysql", quote: "`",
 	},
 	sqllock.MySQL: {
-		SessionLocks: true, ProbesServer: true, TicketTokens: true, MigrationDir: "mysql", quote: "`",
+		Name:         "MySQL",
+		SessionLocks: true, RowLocks: true, ProbesServer: true, TicketTokens: true, MigrationDir: "mysql", quote: "`",
 	},
 	// SQLite takes backticks too: a double-quoted name it cannot resolve
 	// silently becomes a string literal, a backticked one is an error.
 	sqllock.SQLite: {
-		SerialWriters: true, TimeMicros: true, MigrationDir: "sqlite", quote: "`",
+		Name:          "SQLite",
+		SerialWriters: true, Embedded: true, TimeMicros: true, MigrationDir: "sqlite", quote: "`",
 	},
 }
 

@@ -10,6 +10,8 @@ import (
 
 	"go.uber.org/goleak"
 	_ "modernc.org/sqlite" // driver "sqlite", for ExecScript
+
+	"github.com/sqllock/sqllock"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -90,5 +92,28 @@ func TestChannels(t *testing.T) {
 	}
 	if got := CallChannel("sqllock_locks"); got != "sqllock>sqllock_locks" {
 		t.Errorf("CallChannel(sqllock_locks) = %q, want it readable, the table's name after the prefix", got)
+	}
+}
+
+// Every dialect has its row in the table, and only the MySQL family
+// reads its server; an unknown dialect can do nothing.
+func TestCaps(t *testing.T) {
+	for _, d := range []sqllock.Dialect{sqllock.Postgres, sqllock.MariaDB, sqllock.SQLite, sqllock.MySQL} {
+		c := Of(d)
+		if c.Name == "" || c.MigrationDir == "" || c.quote == "" {
+			t.Errorf("%v: %+v lacks a name, a migration folder or a quote", d, c)
+		}
+		if c.ProbesServer != d.IsMySQL() {
+			t.Errorf("%v: ProbesServer %v; want it on the MySQL family alone", d, c.ProbesServer)
+		}
+		if c.Sequences == c.TicketTokens && d != sqllock.SQLite {
+			t.Errorf("%v: tokens from sequences %v, from tickets %v; want one source", d, c.Sequences, c.TicketTokens)
+		}
+	}
+	if Of(0) != (Caps{}) || Of(42) != (Caps{}) {
+		t.Errorf("an unknown dialect has capabilities: %+v", Of(42))
+	}
+	if p, q := Of(sqllock.Postgres).Param(2), Of(sqllock.MariaDB).Param(2); p != "$2" || q != "?" {
+		t.Errorf("Param(2) = %q on PostgreSQL, %q on MariaDB; want $2 and ?", p, q)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/dialect"
 	"github.com/sqllock/sqllock/jobguard"
 	"github.com/sqllock/sqllock/semaphore"
 )
@@ -83,10 +84,7 @@ func (s *Source) facts(ctx context.Context, table, name, value string, names []s
 	marks := make([]string, len(names))
 	args := make([]any, len(names))
 	for i, n := range names {
-		marks[i] = "?"
-		if s.Dialect == sqllock.Postgres {
-			marks[i] = fmt.Sprintf("$%d", i+1)
-		}
+		marks[i] = dialect.Of(s.Dialect).Param(i + 1)
 		args[i] = n
 	}
 	q := "SELECT " + name + ", " + value + " FROM " + table

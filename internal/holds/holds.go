@@ -299,19 +299,19 @@ type UsageError struct{ Err error }
 func (e *UsageError) Error() string { return e.Err.Error() }
 func (e *UsageError) Unwrap() error { return e.Err }
 
+// tableExistsSQL counts the tables of the current schema named $1, on
+// each dialect.
+var tableExistsSQL = map[sqllock.Dialect]string{
+	sqllock.Postgres: `SELECT count(*) FROM pg_tables WHERE schemaname = current_schema() AND tablename = $1`,
+	sqllock.MariaDB:  `SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?`,
+	sqllock.MySQL:    `SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?`,
+	sqllock.SQLite:   `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?`,
+}
+
 // TableExists reports whether the current schema has a table named name.
 func TableExists(ctx context.Context, db *sql.DB, d sqllock.Dialect, name string) (bool, error) {
-	var q string
-	switch d {
-	case sqllock.Postgres:
-		q = `SELECT count(*) FROM pg_tables WHERE schemaname = current_schema() AND tablename = $1`
-	case sqllock.MariaDB, sqllock.MySQL:
-		q = `SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?`
-	case sqllock.SQLite:
-		q = `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?`
-	}
 	var n int
-	err := db.QueryRowContext(ctx, q, name).Scan(&n)
+	err := db.QueryRowContext(ctx, tableExistsSQL[d], name).Scan(&n)
 	return n > 0, err
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/dialect"
 	"github.com/sqllock/sqllock/internal/locktable"
 	"github.com/sqllock/sqllock/jobguard"
@@ -34,7 +33,7 @@ type Wait struct {
 // table's. The other dialects keep none: it returns nil and sends nothing
 // (MariaDB's gate waiters are read from the advisory listing: GateWaits).
 func (s *Source) Waits(ctx context.Context) ([]Wait, error) {
-	if s.Dialect != sqllock.Postgres {
+	if !dialect.Of(s.Dialect).QueuedWaiters {
 		return nil, nil
 	}
 	tables := []string{s.LockTable}

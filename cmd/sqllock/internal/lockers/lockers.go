@@ -9,6 +9,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/advisory"
+	"github.com/sqllock/sqllock/internal/dialect"
 	"github.com/sqllock/sqllock/rowlock"
 	"github.com/sqllock/sqllock/tablelock"
 )
@@ -68,7 +69,7 @@ const CleanupTimeout = 10 * time.Second
 // shared sequence, so nothing depends on the row staying.
 func ForgetRows(ctx context.Context, db *sql.DB, d sqllock.Dialect, keys ...string) {
 	q := `DELETE FROM sqllock_rows WHERE lock_key = ?`
-	if d == sqllock.Postgres {
+	if dialect.Of(d).NumberedParams {
 		q = `DELETE FROM sqllock_rows WHERE lock_key = $1`
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CleanupTimeout)

@@ -8,6 +8,7 @@ import (
 	"database/sql"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/dialect"
 	"github.com/sqllock/sqllock/optimistic"
 )
 
@@ -51,7 +52,7 @@ func hasVersion(ctx context.Context, db *sql.DB) bool {
 // InsertRow adds an item to the demo table.
 func InsertRow(ctx context.Context, db *sql.DB, d sqllock.Dialect, item string, units int) error {
 	q := `INSERT INTO sqllock_demo_stock (item, units) VALUES (?, ?)`
-	if d == sqllock.Postgres {
+	if dialect.Of(d).NumberedParams {
 		q = `INSERT INTO sqllock_demo_stock (item, units) VALUES ($1, $2)`
 	}
 	_, err := db.ExecContext(ctx, q, item, units)
@@ -61,7 +62,7 @@ func InsertRow(ctx context.Context, db *sql.DB, d sqllock.Dialect, item string, 
 // DeleteRow drops an item of the demo table.
 func DeleteRow(ctx context.Context, db *sql.DB, d sqllock.Dialect, item string) error {
 	q := `DELETE FROM sqllock_demo_stock WHERE item = ?`
-	if d == sqllock.Postgres {
+	if dialect.Of(d).NumberedParams {
 		q = `DELETE FROM sqllock_demo_stock WHERE item = $1`
 	}
 	_, err := db.ExecContext(ctx, q, item)
