@@ -59,21 +59,44 @@ type gateConn struct {
 	d *gateDriver
 }
 
+// isWait reports the gate's wait statement.
+func isWait(q string) bool { return strings.HasPrefix(q, "SELECT GET_LOCK(?, ?), RELEASE_LOCK(?)") }
+
+// wait counts a wait and holds it back for the driver's delay.
+func (d *gateDriver) wait() {
+	d.waits.Add(1)
+	if d.sent != nil {
+		select {
+		case d.sent <- struct{}{}:
+		default:
+		}
+	}
+	time.Sleep(d.delay)
+}
+
 func (c *gateConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
 	switch {
-	case strings.HasPrefix(q, "SELECT GET_LOCK(?, ?), RELEASE_LOCK(?)"):
-		c.d.waits.Add(1)
-		if c.d.sent != nil {
-			select {
-			case c.d.sent <- struct{}{}:
-			default:
-			}
-		}
-		time.Sleep(c.d.delay)
+	case isWait(q):
+		c.d.wait()
 	case q == "SELECT CONNECTION_ID()":
 		c.d.id.Add(1)
 	}
 	return c.Conn.(driver.QueryerContext).QueryContext(ctx, q, args)
+}
+
+// gateStmt is a prepared wait statement, held back when it runs.
+type gateStmt struct {
+	driver.Stmt
+	d *gateDriver
+}
+
+func (s *gateStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
+	s.d.wait()
+	return s.Stmt.(driver.StmtQueryContext).QueryContext(ctx, args)
+}
+
+func (s *gateStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+	return s.Stmt.(driver.StmtExecContext).ExecContext(ctx, args)
 }
 
 func (c *gateConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
@@ -81,7 +104,11 @@ func (c *gateConn) ExecContext(ctx context.Context, q string, args []driver.Name
 }
 
 func (c *gateConn) PrepareContext(ctx context.Context, q string) (driver.Stmt, error) {
-	return c.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, q)
+	st, err := c.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, q)
+	if err != nil || !isWait(q) {
+		return st, err
+	}
+	return &gateStmt{st, c.d}, nil
 }
 
 func (c *gateConn) BeginTx(ctx context.Context, o driver.TxOptions) (driver.Tx, error) {
