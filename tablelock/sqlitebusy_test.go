@@ -28,19 +28,9 @@ func appWriter(t *testing.T, ctx context.Context, db *testdb.DB, hold, gap func(
 	go func() {
 		defer wg.Done()
 		for ctx.Err() == nil {
-			tx, err := db.BeginTx(context.Background(), nil)
-			if err != nil {
-				t.Errorf("app transaction: %v", err)
-				return
-			}
-			if _, err := tx.Exec(`INSERT INTO sqlitebusy_app (n) VALUES (1)`); err != nil {
-				tx.Rollback()
-				t.Errorf("app write: %v", err)
-				return
-			}
-			time.Sleep(hold())
-			if err := tx.Commit(); err != nil {
-				t.Errorf("app commit: %v", err)
+			d := hold()
+			if err := appWrite(db, func() { time.Sleep(d) }); err != nil {
+				t.Error(err)
 				return
 			}
 			time.Sleep(gap())
@@ -83,21 +73,30 @@ func TestSQLiteRenewalWinsBetweenAppTransactions(t *testing.T) {
 	}
 }
 
+// appWrite runs one write transaction of the application on db, with
+// SQLite's write lock held while wait runs.
+func appWrite(db *testdb.DB, wait func()) error {
+	tx, err := db.BeginTx(context.Background(), nil)
+	if err != nil {
+		return fmt.Errorf("app transaction: %v", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.Exec(`INSERT INTO sqlitebusy_app (n) VALUES (1)`); err != nil {
+		return fmt.Errorf("app write: %v", err)
+	}
+	wait()
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("app commit: %v", err)
+	}
+	return nil
+}
+
 // holdWrite keeps SQLite's write lock on db from start to end after t0.
 func holdWrite(t *testing.T, db *testdb.DB, t0 time.Time, start, end time.Duration) {
 	t.Helper()
 	time.Sleep(time.Until(t0.Add(start)))
-	tx, err := db.BeginTx(context.Background(), nil)
-	if err != nil {
-		t.Fatalf("app transaction: %v", err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.Exec(`INSERT INTO sqlitebusy_app (n) VALUES (1)`); err != nil {
-		t.Fatalf("app write: %v", err)
-	}
-	time.Sleep(time.Until(t0.Add(end)))
-	if err := tx.Commit(); err != nil {
-		t.Fatalf("app commit: %v", err)
+	if err := appWrite(db, func() { time.Sleep(time.Until(t0.Add(end))) }); err != nil {
+		t.Fatal(err)
 	}
 }
 
