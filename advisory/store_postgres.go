@@ -2,10 +2,10 @@ package advisory
 
 import (
 	"context"
-	"errors"
 	"strconv"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/dberr"
 )
 
 func init() { register(sqllock.Postgres, postgresStore{}) }
@@ -81,7 +81,7 @@ func pgToken(ctx context.Context, h handle, full, counter string, args []any) (i
 		return tok, ok, err
 	}
 	n, ok, err := queryToken(ctx, h, counter, args)
-	if isUndefinedFunction(err) {
+	if dberr.IsMissingRoutine(err) {
 		*tl = -1
 		return queryToken(ctx, h, full, args)
 	}
@@ -89,12 +89,6 @@ func pgToken(ctx context.Context, h handle, full, counter string, args []any) (i
 		return 0, ok, err
 	}
 	return *tl<<40 | n, true, nil
-}
-
-// isUndefinedFunction reports PostgreSQL's undefined_function (42883).
-func isUndefinedFunction(err error) bool {
-	var pe interface{ SQLState() string }
-	return errors.As(err, &pe) && pe.SQLState() == "42883"
 }
 
 func (postgresStore) lockID(namespace, key string) lockID {

@@ -41,11 +41,15 @@ func MySQLNumber(err error) (uint16, bool) {
 }
 
 // IsMissingRoutine reports MySQL's and MariaDB's "FUNCTION … does not
-// exist" (1305): the routine is not there at all. A routine the user may
-// not execute is another error (1370).
+// exist" (1305) and PostgreSQL's undefined_function (42883): the routine
+// is not there at all. A routine the user may not execute is another
+// error (1370, 42501).
 func IsMissingRoutine(err error) bool {
-	n, ok := MySQLNumber(err)
-	return ok && n == 1305
+	if n, ok := MySQLNumber(err); ok {
+		return n == 1305
+	}
+	code, ok := pgCode(err)
+	return ok && code == "42883"
 }
 
 // Walk calls fn on err and on every error it wraps, depth first, until fn
