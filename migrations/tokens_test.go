@@ -53,8 +53,9 @@ func TestTokenCarriesTimeline(t *testing.T) {
 	// Migration 00014: the function is one SQL expression, which the
 	// planner inlines into the calling statement (no function call per
 	// token), and the sequence's MAXVALUE refuses values past 2^40.
-	// Migration 00019's sequence half is inlined the same way.
-	for _, fn := range []string{"sqllock_next_token", "sqllock_next_token_counter"} {
+	// Migration 00019's sequence half, and 00020's drawn without waiting
+	// for the flush, are inlined the same way.
+	for _, fn := range []string{"sqllock_next_token", "sqllock_next_token_counter", "sqllock_next_token_async"} {
 		var plan strings.Builder
 		rows, err := db.QueryContext(ctx, `EXPLAIN (VERBOSE) SELECT `+fn+`()`)
 		if err != nil {
