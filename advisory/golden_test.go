@@ -10,13 +10,13 @@ import (
 )
 
 // recorder is a handle that keeps the statement it is given and runs
-// nothing; tl is its session's timeline (nil: none).
+// nothing; hi is what its session knows of its tokens (nil: no session).
 type recorder struct {
 	query string
-	tl    *int64
+	hi    *tokenHigh
 }
 
-func (r *recorder) timeline() *int64 { return r.tl }
+func (r *recorder) high() *tokenHigh { return r.hi }
 
 var errRecorded = errors.New("recorded, not run")
 
@@ -48,13 +48,18 @@ func TestGoldenStatements(t *testing.T) {
 				if r.query != "" {
 					stmts = append(stmts, golden.Statement{Name: name, SQL: r.query})
 				}
-				// Again on a session whose timeline is known, where that
-				// sends another statement.
-				tl := int64(1)
-				known := &recorder{tl: &tl}
-				f(known)
-				if known.query != "" && known.query != r.query {
-					stmts = append(stmts, golden.Statement{Name: name + "KnownTimeline", SQL: known.query})
+				// Again on a session that knows its era, and on one that
+				// knows its timeline (a schema without the era), where
+				// that sends another statement.
+				for _, k := range []struct {
+					suffix string
+					hi     tokenHigh
+				}{{"KnownEra", tokenHigh{bits: 1 << 12, by: highEra}}, {"KnownTimeline", tokenHigh{bits: 1, by: highTimeline}}} {
+					known := &recorder{hi: &k.hi}
+					f(known)
+					if known.query != "" && known.query != r.query {
+						stmts = append(stmts, golden.Statement{Name: name + k.suffix, SQL: known.query})
+					}
 				}
 			}
 			for _, m := range []struct {
@@ -74,6 +79,9 @@ func TestGoldenStatements(t *testing.T) {
 			stmts = append(stmts,
 				golden.Statement{Name: "BackendID", SQL: st.backendID()},
 				golden.Statement{Name: "Interrupt", SQL: st.interrupt(12345)})
+			if c.d == sqllock.Postgres {
+				stmts = append(stmts, golden.Statement{Name: "TokenEra", SQL: pgEra})
+			}
 			golden.Check(t, c.file, golden.Render(stmts))
 		})
 	}

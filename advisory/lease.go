@@ -27,7 +27,7 @@ type Lease struct {
 func (s *Lease) Key() string { return s.base.Key() }
 
 // Token returns the fencing token, drawn from sqllock_fence_seq (on
-// PostgreSQL through sqllock_next_token, which adds the timeline) by the
+// PostgreSQL with the token era or the timeline in its high bits) by the
 // statement that took the lock, so it is strictly larger for each new
 // holder of the key.
 func (s *Lease) Token() int64 { return s.base.Token() }

@@ -48,7 +48,7 @@ type session struct {
 	stop     chan struct{}    // closed to end the current conn's checker
 	watch    *sessionwatch.Watch
 	backend  atomic.Int64 // the server's id of conn, on a wait session
-	tl       int64        // conn's timeline, 0 until a token shows it (pgToken)
+	hi       tokenHigh    // conn's token era or timeline (pgToken)
 
 	assigned bool // a wait session serving an entry; guarded by Locker.mu
 }
@@ -135,7 +135,7 @@ func (s *session) pin(ctx context.Context) error {
 		return err
 	}
 	s.conn = c
-	s.tl = 0 // another server session, maybe another server
+	s.hi = tokenHigh{} // another server session, maybe another server
 	s.stmts = new(stmtcache.Cache)
 	s.everHeld = false
 	s.gen++
@@ -199,8 +199,8 @@ func (s *session) queryRow(ctx context.Context, query string, args []any, dest a
 	return s.conn.QueryRowContext(ctx, query, args...).Scan(dest)
 }
 
-// timeline is the pinned connection's, for pgToken. sem held.
-func (s *session) timeline() *int64 { return &s.tl }
+// high is the pinned connection's, for pgToken. sem held.
+func (s *session) high() *tokenHigh { return &s.hi }
 
 // fail discards the connection, which ends the server session and every
 // lock on it, and ends the leases it held with sqllock.ErrLockLost. The

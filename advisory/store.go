@@ -69,17 +69,17 @@ const (
 // dest: a pinned session or the caller's transaction.
 type handle interface {
 	queryRow(ctx context.Context, query string, args []any, dest any) error
-	// timeline is where the handle keeps its server session's timeline
-	// for PostgreSQL's tokens (see pgToken): 0 until it is known, nil
-	// where the handle's statements may reach more than one session.
-	timeline() *int64
+	// high is where the handle keeps what its server session knows of
+	// PostgreSQL's tokens (see pgToken), nil where the handle's
+	// statements may reach more than one session.
+	high() *tokenHigh
 }
 
 // txHandle runs statements in the caller's transaction.
 type txHandle struct{ tx *sql.Tx }
 
-// timeline is nil: the caller's transactions may be on any session.
-func (txHandle) timeline() *int64 { return nil }
+// high is nil: the caller's transactions may be on any session.
+func (txHandle) high() *tokenHigh { return nil }
 
 func (h txHandle) queryRow(ctx context.Context, query string, args []any, dest any) error {
 	return h.tx.QueryRowContext(ctx, query, args...).Scan(dest)
@@ -135,8 +135,8 @@ func (s noTokenStore) acquireTx(ctx context.Context, h handle, id lockID, wait b
 // noTokenHandle runs h's statements without their token expression.
 type noTokenHandle struct{ h handle }
 
-// timeline is nil: the statements keep the token expression, replaced.
-func (noTokenHandle) timeline() *int64 { return nil }
+// high is nil: the statements keep the token expression, replaced.
+func (noTokenHandle) high() *tokenHigh { return nil }
 
 // tokenExprs are the expressions the stores draw a token with.
 var tokenExprs = []string{dialect.PostgresToken, "NEXTVAL(sqllock_fence_seq)"}

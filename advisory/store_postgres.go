@@ -2,6 +2,7 @@ package advisory
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 
 	"github.com/sqllock/sqllock"
@@ -41,54 +42,122 @@ const (
 	pgTrySharedCounter   = "SELECT CASE WHEN pg_try_advisory_lock_shared($1) THEN sqllock_next_token_counter() END"
 	pgBlockCounter       = "SELECT sqllock_next_token_counter() FROM (SELECT pg_advisory_lock($1) OFFSET 0) AS granted"
 	pgBlockSharedCounter = "SELECT sqllock_next_token_counter() FROM (SELECT pg_advisory_lock_shared($1) OFFSET 0) AS granted"
+
+	// The same on a session that knows its token era (migration 00020):
+	// the sequence value drawn without waiting for its WAL flush, the era
+	// joined by pgToken.
+	pgTryAsync         = "SELECT CASE WHEN pg_try_advisory_lock($1) THEN sqllock_next_token_async() END"
+	pgTrySharedAsync   = "SELECT CASE WHEN pg_try_advisory_lock_shared($1) THEN sqllock_next_token_async() END"
+	pgBlockAsync       = "SELECT sqllock_next_token_async() FROM (SELECT pg_advisory_lock($1) OFFSET 0) AS granted"
+	pgBlockSharedAsync = "SELECT sqllock_next_token_async() FROM (SELECT pg_advisory_lock_shared($1) OFFSET 0) AS granted"
+
+	// pgEra reads the server's token era, or begins one (migration 00020).
+	pgEra = "SELECT sqllock_token_era()"
 )
 
-// pgToken runs full, whose token comes from sqllock_next_token(), or, on
-// a session whose timeline h knows, counter, which draws the sequence value
-// alone; the token is then the same timeline << 40 | value, joined here.
-// The function reads the timeline on every call, twice (its range check
-// and its value); once per session is enough:
+// pgStmts are one lock statement's three forms: full draws the token
+// whole (sqllock_next_token), counter the sequence value under the
+// timeline, async the value under the era.
+type pgStmts struct{ full, counter, async string }
+
+var (
+	pgTryStmts         = pgStmts{pgTry, pgTryCounter, pgTryAsync}
+	pgTrySharedStmts   = pgStmts{pgTryShared, pgTrySharedCounter, pgTrySharedAsync}
+	pgBlockStmts       = pgStmts{pgBlock, pgBlockCounter, pgBlockAsync}
+	pgBlockSharedStmts = pgStmts{pgBlockShared, pgBlockSharedCounter, pgBlockSharedAsync}
+)
+
+// tokenHigh is what a pinned server session knows of the bits its tokens
+// carry above the sequence value.
+type tokenHigh struct {
+	bits int64      // the era, or the timeline (0 until a token shows it)
+	by   highSource // which, and so which statements draw
+}
+
+type highSource uint8
+
+const (
+	highUnknown  highSource = iota // nothing drawn yet: read the era first
+	highEra                        // bits is the session's era (async)
+	highTimeline                   // no era function (a schema before 00020): counter
+	highFull                       // no counter function either (before 00019): full
+)
+
+// pgToken draws a token on h with one of q's statements.
 //
-//   - h's timeline is taken from a token drawn on h's server session, so
-//     that session drew it outside recovery (nextval refuses on a standby);
-//   - a server's timeline changes only when it leaves recovery (a
-//     promotion, or a restart that recovers), and no session lives from
-//     outside recovery into another recovery: a restart ends them all;
-//   - so every later token of that session is on the same timeline, and
-//     the token equals what sqllock_next_token() would have returned.
-//     A session that connected to a standby and lives through its
-//     promotion has drawn no token before it (nextval refused), so it
-//     takes the new timeline from its first.
+// A session whose schema has the token era (migration 00020) reads the
+// era once, then draws the sequence value in a transaction that does not
+// wait for its WAL flush, and joins era << 40 | value: a crash that loses
+// values handed out also empties the era's unlogged table, so the next
+// session begins a larger era before any token of it (the migration says
+// why this holds). Reading the era once per session is safe:
 //
-// One pinned *sql.Conn is one server session: the session forgets the
-// timeline when it pins another connection. Behind a transaction pooler
-// it is not, and session locks are refused there (WithTransactionPooler).
-// The refusals stay in the statement: sqllock.require_sync_replica and
-// the settings it checks can change under a live session (a reload), and
-// the sequence's MAXVALUE bounds the value; the timeline's bound is
-// checked where it is read.
+//   - no session lives through a crash recovery, and one on a standby
+//     cannot read the era (an unlogged table), so the era a session read
+//     stays the server's for as long as the session lives;
+//   - one pinned *sql.Conn is one server session: the session forgets the
+//     era when it pins another connection. Behind a transaction pooler it
+//     is not, and session locks are refused there
+//     (WithTransactionPooler); a caller's transaction (h.high() nil)
+//     draws in full, and its commit is the caller's.
 //
-// A schema before migration 00019 has no counter function: the statement
-// fails when it is planned, before it locks anything, and the session
-// draws its tokens in full from then on (tl < 0) rather than fail.
-func pgToken(ctx context.Context, h handle, full, counter string, args []any) (int64, bool, error) {
-	tl := h.timeline()
-	if tl == nil || *tl <= 0 {
-		tok, ok, err := queryToken(ctx, h, full, args)
-		if ok && err == nil && tl != nil && *tl == 0 {
-			*tl = tok >> 40
+// Where the era function is missing, the session draws as before it:
+// the sequence value under the timeline, read from its first full token
+// (a server's timeline changes only when it leaves recovery, which no
+// session that drew a token lives through), or, before migration 00019,
+// every token in full. The refusals stay in the statements: the
+// sqllock.require_sync_replica check (with it on, the async value is
+// drawn as the counter draws it, and its commit waits) and the sequence's
+// MAXVALUE; the era's and timeline's bounds are checked where they are
+// read.
+func pgToken(ctx context.Context, h handle, q pgStmts, args []any) (int64, bool, error) {
+	hi := h.high()
+	if hi == nil {
+		return queryToken(ctx, h, q.full, args)
+	}
+	if hi.by == highUnknown {
+		var era int64
+		err := h.queryRow(ctx, pgEra, nil, &era)
+		switch {
+		case err == nil:
+			*hi = tokenHigh{bits: era, by: highEra}
+		case dberr.IsMissingRoutine(err):
+			*hi = tokenHigh{by: highTimeline}
+		default:
+			return 0, false, fmt.Errorf("token era: %w", err)
 		}
-		return tok, ok, err
 	}
-	n, ok, err := queryToken(ctx, h, counter, args)
-	if dberr.IsMissingRoutine(err) {
-		*tl = -1
-		return queryToken(ctx, h, full, args)
+	switch hi.by {
+	case highEra:
+		n, ok, err := queryToken(ctx, h, q.async, args)
+		if dberr.IsMissingRoutine(err) {
+			// Migrated down under the live session.
+			*hi = tokenHigh{by: highTimeline}
+			return pgToken(ctx, h, q, args)
+		}
+		if !ok || err != nil {
+			return 0, ok, err
+		}
+		return hi.bits<<40 | n, true, nil
+	case highTimeline:
+		if hi.bits == 0 {
+			tok, ok, err := queryToken(ctx, h, q.full, args)
+			if ok && err == nil {
+				hi.bits = tok >> 40
+			}
+			return tok, ok, err
+		}
+		n, ok, err := queryToken(ctx, h, q.counter, args)
+		if dberr.IsMissingRoutine(err) {
+			*hi = tokenHigh{by: highFull}
+			return queryToken(ctx, h, q.full, args)
+		}
+		if !ok || err != nil {
+			return 0, ok, err
+		}
+		return hi.bits<<40 | n, true, nil
 	}
-	if !ok || err != nil {
-		return 0, ok, err
-	}
-	return *tl<<40 | n, true, nil
+	return queryToken(ctx, h, q.full, args)
 }
 
 func (postgresStore) lockID(namespace, key string) lockID {
@@ -98,16 +167,16 @@ func (postgresStore) lockID(namespace, key string) lockID {
 
 func (postgresStore) try(ctx context.Context, h handle, id lockID, m mode) (int64, bool, error) {
 	if m == shared {
-		return pgToken(ctx, h, pgTryShared, pgTrySharedCounter, id.args)
+		return pgToken(ctx, h, pgTrySharedStmts, id.args)
 	}
-	return pgToken(ctx, h, pgTry, pgTryCounter, id.args)
+	return pgToken(ctx, h, pgTryStmts, id.args)
 }
 
 func (postgresStore) block(ctx context.Context, h handle, id lockID, m mode) (int64, bool, error) {
 	if m == shared {
-		return pgToken(ctx, h, pgBlockShared, pgBlockSharedCounter, id.args)
+		return pgToken(ctx, h, pgBlockSharedStmts, id.args)
 	}
-	return pgToken(ctx, h, pgBlock, pgBlockCounter, id.args)
+	return pgToken(ctx, h, pgBlockStmts, id.args)
 }
 
 func (postgresStore) backendID() string { return "SELECT pg_backend_pid()" }
