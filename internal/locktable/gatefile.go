@@ -29,6 +29,7 @@ type fileGates struct {
 	want      map[string]int       // Arms not yet disarmed, by key
 	kept      map[string]*keptFIFO // by key
 	closed    bool
+	stop      chan struct{} // closed by close: the background look gives up
 }
 
 // keptFIFO is a pipe this Gate keeps open.
@@ -44,7 +45,7 @@ type fileGater interface {
 }
 
 func newFileGates(db *sql.DB, table, schema string) *fileGates {
-	return &fileGates{db: db, table: table, schema: schema, want: map[string]int{}, kept: map[string]*keptFIFO{}}
+	return &fileGates{db: db, table: table, schema: schema, want: map[string]int{}, kept: map[string]*keptFIFO{}, stop: make(chan struct{})}
 }
 
 // GateDir is the folder of the gates of the SQLite database file dbFile:
@@ -62,24 +63,46 @@ func (f *fileGates) folder(ctx context.Context, wait bool) string {
 		return f.dir
 	}
 	if !wait {
-		if !f.resolving {
+		if !f.resolving && !f.closed {
 			f.resolving = true
 			f.finding.Add(1)
-			go func() {
-				defer f.finding.Done()
-				ctx, cancel := context.WithTimeout(context.Background(), gateBound)
-				defer cancel()
-				f.find(ctx)
-				f.mu.Lock()
-				f.resolving = false
-				f.mu.Unlock()
-			}()
+			go f.findArmed()
 		}
 		f.mu.Unlock()
 		return ""
 	}
 	f.mu.Unlock()
 	return f.find(ctx)
+}
+
+// findArmed looks for the folder in the background. A look that failed
+// (a pool too busy to answer within gateBound) looks again, backing off
+// up to gateBound, for as long as some hold wants its gate: otherwise
+// that hold's waiters would poll until the next Arm.
+func (f *fileGates) findArmed() {
+	defer f.finding.Done()
+	for pause := 10 * time.Millisecond; ; pause = min(2*pause, gateBound) {
+		ctx, cancel := context.WithTimeout(context.Background(), gateBound)
+		f.find(ctx)
+		cancel()
+		f.mu.Lock()
+		if f.dir != "" || f.none || f.closed || len(f.want) == 0 {
+			f.resolving = false
+			f.mu.Unlock()
+			return
+		}
+		f.mu.Unlock()
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-f.stop:
+			t.Stop()
+			f.mu.Lock()
+			f.resolving = false
+			f.mu.Unlock()
+			return
+		}
+	}
 }
 
 // find asks the database for its file, and keeps the folder beside it.
@@ -167,11 +190,16 @@ func (f *fileGates) wait(ctx context.Context, key string, d time.Duration) (bool
 
 // close lets go of every pipe kept.
 func (f *fileGates) close() {
+	f.mu.Lock()
+	if !f.closed {
+		f.closed = true
+		close(f.stop)
+	}
+	f.want = map[string]int{}
+	f.mu.Unlock()
 	f.finding.Wait()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.closed = true
-	f.want = map[string]int{}
 	for key, k := range f.kept {
 		dropFIFO(k.path, k.fd)
 		delete(f.kept, key)

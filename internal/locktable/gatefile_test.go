@@ -36,6 +36,34 @@ func sqliteGate(t *testing.T, table string) *locktable.Gate {
 	return g
 }
 
+// A holder's gate whose folder could not be found when it armed (the
+// pool too busy to answer within the gate's bound) is kept once the pool
+// answers, without another Arm: its waiters are not left polling.
+func TestSQLiteGateFolderFoundLate(t *testing.T) {
+	db := testdb.Fresh(t, sqllock.SQLite, 1)
+	table := newTable(t, db)
+	tbl := opener(t, db, locktable.Config{Table: table, Notify: true})()
+	g := tbl.Gate(nil)
+	if g == nil {
+		t.Fatal("no gate on SQLite")
+	}
+	t.Cleanup(g.Close)
+	ctx := context.Background()
+	busy, err := db.Conn(ctx) // the pool's one connection
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Arm("k")
+	defer g.Disarm("k")
+	time.Sleep(1500 * time.Millisecond) // past the first look's bound
+	busy.Close()
+	for deadline := time.Now().Add(5 * time.Second); !g.Kept("k"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the gate was never kept after the pool answered")
+		}
+	}
+}
+
 // A SQLite gate wakes its waiter when the holder lets go, and a waiter on
 // a key nobody keeps is told so at once (errNoGate: it polls); the pipe
 // is gone from the folder after the holder let go.
