@@ -132,15 +132,17 @@ func (f *fileGates) path(dir, key string) string {
 // a Gate that has not found its folder yet keeps it once found. It does
 // nothing where they cannot be made: the waiters poll.
 func (f *fileGates) arm(key string) {
-	dir := f.folder(context.Background(), false)
+	f.folder(context.Background(), false)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
 		return
 	}
+	// The folder as it is now, not as folder returned it: a look that
+	// ended in between kept only the keys wanted before it.
 	f.want[key]++
-	if dir != "" {
-		f.keep(dir, key)
+	if f.dir != "" {
+		f.keep(f.dir, key)
 	}
 }
 
