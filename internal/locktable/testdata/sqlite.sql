@@ -15,7 +15,7 @@ CREATE TABLE `sqllock_locks` (
     token       INTEGER NOT NULL,
     acquired_at INTEGER NOT NULL,
     expires_at  INTEGER NOT NULL
-) WITHOUT ROWID;
+);
 CREATE TRIGGER `sqllock_locks_token_in` AFTER INSERT ON `sqllock_locks` BEGIN UPDATE sqllock_fence SET value = MAX(value, NEW.token) WHERE id = 1; END;
 CREATE TRIGGER `sqllock_locks_token_up` AFTER UPDATE OF token ON `sqllock_locks` WHEN NEW.token > OLD.token BEGIN UPDATE sqllock_fence SET value = MAX(value, NEW.token) WHERE id = 1; END;
 

@@ -78,9 +78,6 @@ FROM information_schema.columns WHERE table_schema = current_schema() AND table_
 		add(`SELECT il.name, il."unique", il.origin, ii.seqno, ii.name
 FROM pragma_index_list(?) AS il, pragma_index_info(il.name) AS ii`, table)
 		slices.Sort(lines[n:])
-		// Where the rows live: a WITHOUT ROWID table keeps them in its
-		// primary key's B-tree (migration 00021).
-		add(`SELECT 'without rowid', wr FROM pragma_table_list WHERE name = ?`, table)
 	default:
 		t.Fatalf("shape: unknown dialect %v", db.Dialect)
 	}

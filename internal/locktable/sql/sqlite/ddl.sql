@@ -2,10 +2,7 @@
 -- No index on expires_at (migration 00018 dropped it): every take and
 -- release moves the expiry, and keeping an index of it wrote two pages
 -- more per acquire and release, a third of their cost. Only the reaper
--- and List look rows up by expiry; they read the table through. WITHOUT
--- ROWID (migration 00021): the rows live in the key's B-tree, so a take
--- or a release writes one page of the table, not a page of the rows and
--- one of the key's index.
+-- and List look rows up by expiry; they read the table through.
 CREATE TABLE `sqllock_locks` (
     lock_key    TEXT    NOT NULL PRIMARY KEY,
     owner       TEXT    NOT NULL,
@@ -14,4 +11,4 @@ CREATE TABLE `sqllock_locks` (
     token       INTEGER NOT NULL,
     acquired_at INTEGER NOT NULL,
     expires_at  INTEGER NOT NULL
-) WITHOUT ROWID;
+);
