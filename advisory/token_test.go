@@ -220,6 +220,33 @@ func TestTokenEraExhausted(t *testing.T) {
 	}
 }
 
+// With the durable era's row gone, a new era could repeat an old one:
+// it is refused, saying so, and nothing is held.
+func TestTokenEraRowLost(t *testing.T) {
+	ctx := context.Background()
+	db := testdb.Scratch(t, sqllock.Postgres)
+	if err := migrations.Up(ctx, db.DB, sqllock.Postgres); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `DELETE FROM sqllock_token_era`); err != nil {
+		t.Fatal(err)
+	}
+	crash(t, ctx, db.DB, 0)
+	l, err := New(db.DB, sqllock.Postgres)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	lease, err := l.TryAcquire(ctx, "row-lost")
+	if err == nil {
+		lease.Release(ctx)
+		t.Fatalf("token %#x handed out with the era's row gone", lease.Token())
+	}
+	if !strings.Contains(err.Error(), "lost its row") || !strings.Contains(err.Error(), "row-lost") {
+		t.Fatalf("TryAcquire: %v; want the refusal naming the key", err)
+	}
+}
+
 // A new era is recorded by a commit that waits for its flush, whatever
 // the session's synchronous_commit: tokens of it may be drawn without
 // waiting only because the era itself is durable.

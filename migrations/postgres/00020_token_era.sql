@@ -54,6 +54,11 @@ BEGIN
     END IF;
     -- One session begins the era; the others wait here and read it.
     SELECT era INTO e FROM sqllock_token_era FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'sqllock: sqllock_token_era has lost its row, so a new token era could repeat one already used'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'insert one row whose era is above every token handed out, shifted right by 40';
+    END IF;
     PERFORM 1 FROM sqllock_token_life;
     IF FOUND THEN
         SELECT era INTO e FROM sqllock_token_life;
