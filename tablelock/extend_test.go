@@ -50,8 +50,10 @@ func expireRow(t testing.TB, db *testdb.DB, key string) {
 func TestExtendPastTTL(t *testing.T) {
 	testdb.ForEach(t, func(t *testing.T, db *testdb.DB) {
 		ctx := context.Background()
-		const ttl, ext = 600 * time.Millisecond, 3 * time.Second
-		l := newLocker(t, db, tablelock.WithTTL(ttl), tablelock.WithRenewInterval(150*time.Millisecond))
+		// A TTL of 1.2 s: with 600 ms a renewal that took 250 ms under
+		// -race on a loaded machine lost the lease (the MySQL path step).
+		const ttl, ext = 1200 * time.Millisecond, 6 * time.Second
+		l := newLocker(t, db, tablelock.WithTTL(ttl), tablelock.WithRenewInterval(300*time.Millisecond))
 		other := newLocker(t, db)
 		key := locktest.Key(t)
 		lease, err := l.Acquire(ctx, key)
