@@ -232,25 +232,24 @@ func TestCrashRecoveryTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The loop has a context of its own, ended after the crash: an
+	// Acquire under way then may wait for a server that is gone.
+	loop, stopLoop := context.WithCancel(ctx)
+	defer stopLoop()
 	var last int64
-	stop := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		// Takes and releases until the crash ends its session.
 		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				done <- nil
-				return
-			default:
-			}
-			lease, err := l.Acquire(ctx, "crash-"+strconv.Itoa(i%4))
+			lease, err := l.Acquire(loop, "crash-"+strconv.Itoa(i%4))
 			if err != nil {
 				done <- err
 				return
 			}
 			last = max(last, lease.Token())
-			if err := lease.Release(ctx); err != nil {
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err = lease.Release(rctx)
+			cancel()
+			if err != nil {
 				done <- err
 				return
 			}
@@ -260,9 +259,12 @@ func TestCrashRecoveryTokens(t *testing.T) {
 	if out, err := exec.Command(script, "kill-primary").CombinedOutput(); err != nil {
 		t.Fatalf("kill-primary: %v\n%s", err, out)
 	}
-	close(stop)
+	stopLoop()
 	t.Logf("the loop ended with %v", <-done)
 	l.Close()
+	if last == 0 {
+		t.Fatal("no token drawn before the crash")
+	}
 	if out, err := exec.Command(script, "start-primary").CombinedOutput(); err != nil {
 		t.Fatalf("start-primary: %v\n%s", err, out)
 	}
@@ -275,14 +277,17 @@ func TestCrashRecoveryTokens(t *testing.T) {
 	defer l2.Close()
 	var lease sqllock.Lease
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		if lease, err = l2.Acquire(ctx, "crash-after"); err == nil {
+		actx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		lease, err = l2.Acquire(actx, "crash-after")
+		cancel()
+		if err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no lock from the primary a minute after its crash recovery: %v", err)
 		}
 	}
-	defer lease.Release(ctx)
+	defer lease.Release(context.Background())
 	next := lease.Token()
 	if next <= last || next>>40 != last>>40+1 || next>>52 != last>>52 {
 		t.Fatalf("token %#x after the crash recovery, %#x the largest before it: want the next era of the timeline, above", next, last)
