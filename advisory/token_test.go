@@ -126,16 +126,48 @@ func crash(t *testing.T, ctx context.Context, db *sql.DB, back int64) {
 	}
 }
 
+// migratedScratch is a PostgreSQL database of the test's own, migrated:
+// the tests that set its sequence and eras back disturb no other test.
+func migratedScratch(t *testing.T, ctx context.Context) *testdb.DB {
+	t.Helper()
+	db := testdb.Scratch(t, sqllock.Postgres)
+	if err := migrations.Up(ctx, db.DB, sqllock.Postgres); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// wantRefused: a TryAcquire of key on db is refused with an error that
+// names the key and says why (holds why), and no advisory lock is left
+// held.
+func wantRefused(t *testing.T, ctx context.Context, db *testdb.DB, key, why string) {
+	t.Helper()
+	l, err := New(db.DB, sqllock.Postgres)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	lease, err := l.TryAcquire(ctx, key)
+	if err == nil {
+		lease.Release(ctx)
+		t.Fatalf("token %#x handed out; want the refusal %q", lease.Token(), why)
+	}
+	if !strings.Contains(err.Error(), why) || !strings.Contains(err.Error(), key) {
+		t.Fatalf("TryAcquire: %v; want the refusal %q naming the key", err, why)
+	}
+	var held int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&held); err != nil || held != 0 {
+		t.Fatalf("%d advisory locks held after the refusal (%v)", held, err)
+	}
+}
+
 // A crash that loses sequence values (the tokens' commits did not wait
 // for their flush) begins a new era: the first token after it is above
 // every token before it, and the era moved by one, on the same timeline.
 // Several Lockers begin it at once and agree.
 func TestTokenEraAfterCrash(t *testing.T) {
 	ctx := context.Background()
-	db := testdb.Scratch(t, sqllock.Postgres)
-	if err := migrations.Up(ctx, db.DB, sqllock.Postgres); err != nil {
-		t.Fatal(err)
-	}
+	db := migratedScratch(t, ctx)
 	timeline := serverTimeline(t, ctx, db.DB)
 	var last int64
 	for round := range 3 {
@@ -192,59 +224,25 @@ func TestTokenEraAfterCrash(t *testing.T) {
 // names the key, and nothing is held.
 func TestTokenEraExhausted(t *testing.T) {
 	ctx := context.Background()
-	db := testdb.Scratch(t, sqllock.Postgres)
-	if err := migrations.Up(ctx, db.DB, sqllock.Postgres); err != nil {
-		t.Fatal(err)
-	}
+	db := migratedScratch(t, ctx)
 	timeline := serverTimeline(t, ctx, db.DB)
 	if _, err := db.ExecContext(ctx, `UPDATE sqllock_token_era SET era = $1`, timeline<<12|4095); err != nil {
 		t.Fatal(err)
 	}
 	crash(t, ctx, db.DB, 0)
-	l, err := New(db.DB, sqllock.Postgres)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	lease, err := l.TryAcquire(ctx, "exhausted")
-	if err == nil {
-		lease.Release(ctx)
-		t.Fatalf("token %#x handed out with no era left on timeline %d", lease.Token(), timeline)
-	}
-	if !strings.Contains(err.Error(), "no new token era") || !strings.Contains(err.Error(), "exhausted") {
-		t.Fatalf("TryAcquire: %v; want the refusal naming the key", err)
-	}
-	var held int
-	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&held); err != nil || held != 0 {
-		t.Fatalf("%d advisory locks held after the refusal (%v)", held, err)
-	}
+	wantRefused(t, ctx, db, "exhausted", "no new token era")
 }
 
 // With the durable era's row gone, a new era could repeat an old one:
 // it is refused, saying so, and nothing is held.
 func TestTokenEraRowLost(t *testing.T) {
 	ctx := context.Background()
-	db := testdb.Scratch(t, sqllock.Postgres)
-	if err := migrations.Up(ctx, db.DB, sqllock.Postgres); err != nil {
-		t.Fatal(err)
-	}
+	db := migratedScratch(t, ctx)
 	if _, err := db.ExecContext(ctx, `DELETE FROM sqllock_token_era`); err != nil {
 		t.Fatal(err)
 	}
 	crash(t, ctx, db.DB, 0)
-	l, err := New(db.DB, sqllock.Postgres)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	lease, err := l.TryAcquire(ctx, "row-lost")
-	if err == nil {
-		lease.Release(ctx)
-		t.Fatalf("token %#x handed out with the era's row gone", lease.Token())
-	}
-	if !strings.Contains(err.Error(), "lost its row") || !strings.Contains(err.Error(), "row-lost") {
-		t.Fatalf("TryAcquire: %v; want the refusal naming the key", err)
-	}
+	wantRefused(t, ctx, db, "row-lost", "lost its row")
 }
 
 // A new era is recorded by a commit that waits for its flush, whatever
@@ -252,10 +250,7 @@ func TestTokenEraRowLost(t *testing.T) {
 // waiting only because the era itself is durable.
 func TestTokenEraCommitWaits(t *testing.T) {
 	ctx := context.Background()
-	db := testdb.Scratch(t, sqllock.Postgres)
-	if err := migrations.Up(ctx, db.DB, sqllock.Postgres); err != nil {
-		t.Fatal(err)
-	}
+	db := migratedScratch(t, ctx)
 	crash(t, ctx, db.DB, 0)
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
