@@ -2,13 +2,11 @@ package sqlweb_test
 
 import (
 	"context"
-	"database/sql"
 	"html"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -18,7 +16,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/election"
-	"github.com/sqllock/sqllock/migrations"
+	"github.com/sqllock/sqllock/internal/testing/testdb"
 	"github.com/sqllock/sqllock/rwlock"
 	"github.com/sqllock/sqllock/semaphore"
 	"github.com/sqllock/sqllock/sqlweb"
@@ -29,7 +27,7 @@ import (
 // the post, token or not) is refused with 403 and the key stays held;
 // with WithForce, a post without the token is refused too.
 func TestReadOnlyRefusesRelease(t *testing.T) {
-	db := sqliteDB(t)
+	db := testdb.SQLiteFile(t, 5000)
 	ctx := context.Background()
 	l, err := tablelock.New(db, sqllock.SQLite)
 	if err != nil {
@@ -79,7 +77,7 @@ func TestReadOnlyRefusesRelease(t *testing.T) {
 // election's prefix), with the leader's value; and a permit forced from
 // the page is freed and audited as the permit it was.
 func TestEveryKindRendered(t *testing.T) {
-	db := sqliteDB(t)
+	db := testdb.SQLiteFile(t, 5000)
 	ctx := context.Background()
 	opts := []tablelock.Option{tablelock.WithNotify(false)}
 	sem, err := semaphore.New(db, sqllock.SQLite, opts...)
@@ -181,17 +179,4 @@ func TestEveryKindRendered(t *testing.T) {
 	if len(audit) != 1 || audit[0].Table != semaphore.DefaultTable || audit[0].Key != form.Get("row") || audit[0].Reason != "INC-9" || audit[0].Token != p.Token() {
 		t.Errorf("audit trail %+v; want the permit %s, token %d, reason INC-9", audit, form.Get("row"), p.Token())
 	}
-}
-
-func sqliteDB(t *testing.T) *sql.DB {
-	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "l.db")+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if err := migrations.Up(context.Background(), db, sqllock.SQLite); err != nil {
-		t.Fatal(err)
-	}
-	return db
 }

@@ -280,6 +280,13 @@
 // transactions short, or raise the TTL; a holder paused inside a write
 // transaction blocks every writer, other holders' renewals included.
 //
+// On a pool without a SetMaxOpenConns limit, a Locker keeps one
+// connection of its own until Close, with SQLite's busy handler off, and
+// runs its takes and releases there without a context that can end (so
+// no goroutine per statement watches one); a write lock held elsewhere is
+// waited for in Go, on the busy handler's schedule, within the pool's
+// busy_timeout and the caller's context.
+//
 // # Close
 //
 // A [Locker] is an [io.Closer], and [Locker.Close] means what it means in

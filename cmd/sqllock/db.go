@@ -106,7 +106,7 @@ func sqliteDSN(path string) string {
 	if strings.HasPrefix(path, "/") {
 		uri = "file://" + sqlitePathEscaper.Replace(path)
 	}
-	return uri + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+	return uri + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
 }
 
 var sqlitePathEscaper = strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23")

@@ -62,7 +62,7 @@ func main() {
 		if d != sqllock.SQLite {
 			log.Fatal("-dsn is needed for ", d)
 		}
-		*dsn = "file:" + filepath.Join(os.TempDir(), "sqllock-metrics.db") + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)"
+		*dsn = "file:" + filepath.Join(os.TempDir(), "sqllock-metrics.db") + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)"
 	}
 	db, err := sql.Open(driver, *dsn)
 	if err != nil {

@@ -58,7 +58,7 @@ func main() {
 		}
 		// WAL: readers do not wait for the writer; busy_timeout: writers
 		// from several processes queue instead of failing at once.
-		*dsn = "file:" + filepath.Join(os.TempDir(), "nightlyjob.db") + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)"
+		*dsn = "file:" + filepath.Join(os.TempDir(), "nightlyjob.db") + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)"
 	}
 	var sched jobguard.Schedule
 	if *every > 0 {

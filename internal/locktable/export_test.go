@@ -1,6 +1,10 @@
 package locktable
 
-import "github.com/sqllock/sqllock/internal/server"
+import (
+	"context"
+
+	"github.com/sqllock/sqllock/internal/server"
+)
 
 // Prepared is how many statements t has prepared through database/sql.
 func (t *Table) Prepared() int { return t.h.stmts.Len() }
@@ -22,3 +26,24 @@ func (g *Gate) Kept(key string) bool {
 // ServerCheck is t's Check of its server: nil where the dialect probes
 // none.
 func (t *Table) ServerCheck() *server.Check { return t.srv }
+
+// ReleaseContext is the context t's release statement runs under, given
+// ctx: on SQLite, without ctx's cancellation where it cannot outlast ctx.
+func (t *Table) ReleaseContext(ctx context.Context) context.Context {
+	if s, ok := t.st.(*sqliteStore); ok {
+		return s.uncancelled(ctx, t.h)
+	}
+	return ctx
+}
+
+// Lane reports whether t's SQLite store runs its statements on a
+// connection of its own now.
+func (t *Table) Lane() bool {
+	s, ok := t.st.(*sqliteStore)
+	if !ok {
+		return false
+	}
+	s.lane.mu.Lock()
+	defer s.lane.mu.Unlock()
+	return s.lane.conn != nil
+}

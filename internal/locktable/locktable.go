@@ -197,6 +197,9 @@ func (t *Table) Close() error {
 	t.bg.Wait() // each bounded by lease.ReleaseTimeout
 	t.work.stop()
 	t.leaveAll()
+	if c, ok := t.st.(closer); ok {
+		c.close()
+	}
 	return t.h.stmts.Close()
 }
 

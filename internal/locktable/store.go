@@ -45,6 +45,10 @@ type store interface {
 	sql() *statements
 }
 
+// closer is a store that holds something of its own (a connection) until
+// its Table closes.
+type closer interface{ close() }
+
 // queuer is a store whose rows queue the Lockers waiting for them, so
 // that it can serve them in order (Config.Fair).
 type queuer interface {

@@ -31,7 +31,13 @@ type sqliteStore struct {
 	// (migration 00018, or CreateTable), so a take is one statement and
 	// needs no transaction of its own: 1 yes, 2 no, 0 not known yet.
 	bumps atomic.Int32
+	// busyMS: the pool's busy_timeout in ms, plus one; 0 not read yet.
+	busyMS atomic.Int64
+	lane   sqliteLane
 }
+
+// close drops the lane.
+func (s *sqliteStore) close() { s.lane.close() }
 
 // newSQLite reads its statements from sql/sqlite. They name the table and
 // its triggers; the triggers are named after the table's expires_at index
@@ -133,8 +139,16 @@ func (s *sqliteStore) take(ctx context.Context, h handle, c Claim) (a Attempt, e
 		// One statement, a write: SQLite takes the write lock before it
 		// runs, so the fence read inside it and the triggers' bump cannot
 		// interleave with another writer. A transaction of its own cost
-		// three more calls and half again the time of a take.
-		err = takeSt.QueryRowContext(ctx, c.Key, c.Owner, c.Host, micros(c.TTL)).Scan(&a.Token, &a.Holds)
+		// three more calls and half again the time of a take. It runs on
+		// the lane, where no goroutine watches its context, if it can.
+		if err = ctx.Err(); err != nil {
+			return a, err
+		}
+		args := []any{c.Key, c.Owner, c.Host, micros(c.TTL)}
+		err = s.lane.queryRow(ctx, h.DB, s.q.take, args, &a.Token, &a.Holds)
+		if errors.Is(err, errNoLane) {
+			err = takeSt.QueryRowContext(ctx, args...).Scan(&a.Token, &a.Holds)
+		}
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			// Held by another: who, and for how long, read after.
@@ -253,6 +267,11 @@ func (s *sqliteStore) renew(ctx context.Context, h handle, key, owner string, to
 	}
 }
 
+// busySlack is how far past its deadline an uncancelled statement may
+// wait for the write lock: a release bounded to 5 s runs a few µs after
+// its timeout began, and a busy timeout of 5 s still fits.
+const busySlack = 50 * time.Millisecond
+
 // busyError is a renewal that found SQLite's write lock taken for d;
 // it wraps cause (SQLITE_BUSY, or the context's end).
 func busyError(d time.Duration, cause error) error {
@@ -260,7 +279,40 @@ func busyError(d time.Duration, cause error) error {
 }
 
 func (s *sqliteStore) release(ctx context.Context, h handle, key, owner string, token int64, keep time.Duration) (int64, error) {
-	return h.exec(ctx, s.q.release, key, owner, token, micros(keep))
+	n, err := s.lane.exec(ctx, h.DB, s.q.release, key, owner, token, micros(keep))
+	if !errors.Is(err, errNoLane) {
+		return n, err
+	}
+	return h.exec(s.uncancelled(ctx, h), s.q.release, key, owner, token, micros(keep))
+}
+
+// uncancelled is ctx without its cancellation where a statement on h ends
+// within ctx's deadline anyway: SQLite has no network to hang on, its one
+// wait, for the write lock, ends within the busy timeout, and a pool
+// without a connection limit never queues. database/sql and the driver
+// start a goroutine to interrupt each statement whose context can end; a
+// release, always bounded by its own timeout, spent a tenth of an
+// acquire and release on those. Only for contexts that no caller cancels:
+// a release's (lease.ReleaseTimeout, detached from the caller).
+func (s *sqliteStore) uncancelled(ctx context.Context, h handle) context.Context {
+	dl, ok := ctx.Deadline()
+	if !ok || h.DB.Stats().MaxOpenConnections != 0 {
+		return ctx
+	}
+	busy := s.busyMS.Load()
+	if busy == 0 {
+		// Read once: the DSN sets it for every connection of the pool.
+		var ms int64
+		if err := h.queryRow(ctx, `PRAGMA busy_timeout`, nil, &ms); err != nil {
+			return ctx
+		}
+		busy = ms + 1
+		s.busyMS.Store(busy)
+	}
+	if time.Duration(busy-1)*time.Millisecond > time.Until(dl)+busySlack {
+		return ctx
+	}
+	return context.WithoutCancel(ctx)
 }
 
 func (s *sqliteStore) releaseOwner(ctx context.Context, h handle, key, owner string) (int64, error) {

@@ -34,6 +34,9 @@ type Target struct {
 	// Exclusive: the Locker gives mutual exclusion while held (false for
 	// the optimistic strategy, which only detects conflicts).
 	Exclusive bool
+	// Kept is how many connections a Locker keeps of its own, once it has
+	// held a key, until Close (tablelock's lane on SQLite).
+	Kept int
 }
 
 // Key returns a key unique to the test.
@@ -355,11 +358,25 @@ func testNoLeak(t *testing.T, tg Target) {
 	if err := lease.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// Refused and cancelled attempts hand their connections back at once.
+	// Refused and cancelled attempts hand their connections back at once;
+	// the Locker's own come back at Close.
+	inUseAtMost(t, tg.DB, tg.Kept, "after refused and cancelled attempts")
+	if c, ok := l.(io.Closer); ok {
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		inUseAtMost(t, tg.DB, 0, "after Close")
+	}
+}
+
+// inUseAtMost waits up to 5 s for db's pool to have at most n connections
+// in use.
+func inUseAtMost(t *testing.T, db *testdb.DB, n int, when string) {
+	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for tg.DB.Stats().InUse > 0 {
+	for db.Stats().InUse > n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d connections still in use after refused and cancelled attempts", tg.DB.Stats().InUse)
+			t.Fatalf("%d connections still in use %s, want at most %d", db.Stats().InUse, when, n)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -230,6 +231,21 @@ func open(d sqllock.Dialect) *result {
 // queue instead of failing at once.
 func SQLiteDSN(path string) string {
 	return "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+}
+
+// SQLiteFile opens a migrated SQLite database of the test's own, in WAL
+// mode with a busy timeout of busyMS, closed when the test ends.
+func SQLiteFile(t testing.TB, busyMS int) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "db.sqlite")+"?_pragma=busy_timeout("+strconv.Itoa(busyMS)+")&_pragma=journal_mode(WAL)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := migrations.Up(context.Background(), db, sqllock.SQLite); err != nil {
+		t.Fatal(err)
+	}
+	return db
 }
 
 // SQLitePath is the file a SQLite DSN of SQLiteDSN's form names.
