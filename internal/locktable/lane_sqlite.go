@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sqllock/sqllock/internal/dberr"
@@ -31,12 +32,21 @@ import (
 // busy timeout at 0, when it fails or the store closes. A statement that
 // finds the lane in use by another goroutine runs on the pool as before.
 type sqliteLane struct {
-	mu     sync.Mutex // one statement at a time
-	conn   *sql.Conn
-	stmts  map[string]*sql.Stmt // prepared on conn, by text
-	busy   time.Duration        // the pool's busy timeout, read before the lane's went to 0
-	off    bool                 // no lane: a pool with a limit, a failure, or closed
-	opened bool
+	mu    sync.Mutex           // one statement at a time
+	conn  *sql.Conn            // nil until the first statement, and once off
+	stmts map[string]*sql.Stmt // prepared on conn, by text
+	off   bool                 // no lane: a pool with a limit, a failure, or closed
+	// busyMS is the pool's busy timeout in ms plus one, read on the
+	// lane's connection before its own went to 0; 0 while unknown. Read
+	// without mu, by a release that found the lane in use.
+	busyMS atomic.Int64
+}
+
+// busy is the pool's busy timeout; ok is false while the lane has not
+// read it.
+func (l *sqliteLane) busy() (d time.Duration, ok bool) {
+	ms := l.busyMS.Load()
+	return time.Duration(ms-1) * time.Millisecond, ms != 0
 }
 
 // errNoLane: the lane is in use, or there is none; the statement runs on
@@ -71,10 +81,11 @@ func (l *sqliteLane) run(ctx context.Context, db *sql.DB, q string, fn func(*sql
 	var waited time.Duration
 	var tick *time.Timer
 	for n := 0; ; n++ {
-		busy, err := l.try(ctx, db, q, fn)
+		err := l.try(ctx, db, q, fn)
 		if !dberr.IsBusy(err) {
 			return err
 		}
+		busy, _ := l.busy() // read before the statement ran
 		d := laneDelays[min(n, len(laneDelays)-1)]
 		if d = min(d, busy-waited); d <= 0 {
 			return err // as the busy handler gives up
@@ -103,29 +114,26 @@ var laneDelays = [...]time.Duration{1 * time.Millisecond, 2 * time.Millisecond, 
 	10 * time.Millisecond, 15 * time.Millisecond, 20 * time.Millisecond, 25 * time.Millisecond,
 	25 * time.Millisecond, 25 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond}
 
-// try runs fn once on the lane, opening it first if it is not yet; it
-// returns the busy timeout to wait within where fn found the write lock
-// held.
-func (l *sqliteLane) try(ctx context.Context, db *sql.DB, q string, fn func(*sql.Stmt) error) (time.Duration, error) {
+// try runs fn once on the lane, opening it first if it is not yet.
+func (l *sqliteLane) try(ctx context.Context, db *sql.DB, q string, fn func(*sql.Stmt) error) error {
 	if err := ctx.Err(); err != nil {
-		return 0, err
+		return err
 	}
 	if !l.mu.TryLock() {
-		return 0, errNoLane
+		return errNoLane
 	}
 	defer l.mu.Unlock()
 	if l.off {
-		return 0, errNoLane
+		return errNoLane
 	}
-	if !l.opened {
-		l.opened = true
+	if l.conn == nil {
 		if db.Stats().MaxOpenConnections != 0 {
 			l.off = true
-			return 0, errNoLane
+			return errNoLane
 		}
 		if err := l.open(ctx, db); err != nil {
 			l.drop()
-			return 0, errNoLane
+			return errNoLane
 		}
 	}
 	st := l.stmts[q]
@@ -133,18 +141,18 @@ func (l *sqliteLane) try(ctx context.Context, db *sql.DB, q string, fn func(*sql
 		var err error
 		if st, err = l.conn.PrepareContext(ctx, q); err != nil {
 			l.drop()
-			return 0, errNoLane
+			return errNoLane
 		}
 		l.stmts[q] = st
 	}
 	err := fn(st)
 	switch {
 	case err == nil, errors.Is(err, sql.ErrNoRows), dberr.IsBusy(err):
-		return l.busy, err
+		return err
 	default:
 		// Rolled back; the pool's try says what is wrong, if anything.
 		l.drop()
-		return 0, errNoLane
+		return errNoLane
 	}
 }
 
@@ -158,7 +166,7 @@ func (l *sqliteLane) open(ctx context.Context, db *sql.DB) (err error) {
 	if err = l.conn.QueryRowContext(ctx, `PRAGMA busy_timeout`).Scan(&ms); err != nil {
 		return err
 	}
-	l.busy = time.Duration(ms) * time.Millisecond
+	l.busyMS.Store(ms + 1)
 	_, err = l.conn.ExecContext(ctx, `PRAGMA busy_timeout = 0`)
 	return err
 }

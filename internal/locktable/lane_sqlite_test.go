@@ -14,12 +14,13 @@ import (
 	"github.com/sqllock/sqllock/internal/testing/testdb"
 )
 
-// A release on SQLite runs without its context's cancellation (so the
-// driver starts no goroutine to interrupt it) only where the statement
-// ends within the context's deadline anyway: the busy timeout fits in
-// the time left and the pool has no connection limit to queue on. Either
-// way a release that finds the write lock held ends by its deadline plus
-// one busy timeout, with SQLite's busy error or the deadline's.
+// A release on SQLite that finds the lane in use runs without its
+// context's cancellation (so the driver starts no goroutine to interrupt
+// it) only where the statement ends within the context's deadline anyway:
+// the busy timeout, as the lane read it, fits in the time left and the
+// pool has no connection limit to queue on. Either way a release that
+// finds the write lock held ends by its deadline plus one busy timeout,
+// with SQLite's busy error or the deadline's.
 func TestSQLiteReleaseContext(t *testing.T) {
 	ctx := context.Background()
 	db := testdb.SQLiteFile(t, 300)
@@ -29,6 +30,14 @@ func TestSQLiteReleaseContext(t *testing.T) {
 		c, cancel := context.WithTimeout(ctx, d)
 		defer cancel()
 		return tbl.ReleaseContext(c).Done() == nil
+	}
+	if uncancelled(5 * time.Second) {
+		t.Error("a release runs uncancelled before the busy timeout is known")
+	}
+	c := locktable.Claim{Key: "k", Owner: "o", Host: "h", TTL: time.Minute}
+	a, err := tbl.Take(ctx, c) // opens the lane, which reads the busy timeout
+	if err != nil || !a.Won {
+		t.Fatalf("take = %+v, %v", a, err)
 	}
 	if !uncancelled(5 * time.Second) {
 		t.Error("a 5 s release over a busy timeout of 300 ms keeps its cancellation")
@@ -47,20 +56,8 @@ func TestSQLiteReleaseContext(t *testing.T) {
 	}
 	db.SetMaxOpenConns(0)
 
-	c := locktable.Claim{Key: "k", Owner: "o", Host: "h", TTL: time.Minute}
-	a, err := tbl.Take(ctx, c)
-	if err != nil || !a.Won {
-		t.Fatalf("take = %+v, %v", a, err)
-	}
 	// Another connection holds the write lock past the release's timeout.
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		t.Fatal(err)
-	}
+	free := holdWriteLock(t, db)
 	rctx, rcancel := context.WithTimeout(ctx, time.Second)
 	defer rcancel()
 	start := time.Now()
@@ -72,9 +69,7 @@ func TestSQLiteReleaseContext(t *testing.T) {
 	if el > time.Second+300*time.Millisecond+200*time.Millisecond {
 		t.Errorf("release under a held write lock took %v, past its 1 s timeout and one busy timeout of 300 ms", el)
 	}
-	if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
-		t.Fatal(err)
-	}
+	free()
 	if err := tbl.Release(ctx, c.Key, c.Owner, a.Token, 0); err != nil {
 		t.Errorf("release once the write lock is free = %v", err)
 	}

@@ -31,9 +31,7 @@ type sqliteStore struct {
 	// (migration 00018, or CreateTable), so a take is one statement and
 	// needs no transaction of its own: 1 yes, 2 no, 0 not known yet.
 	bumps atomic.Int32
-	// busyMS: the pool's busy_timeout in ms, plus one; 0 not read yet.
-	busyMS atomic.Int64
-	lane   sqliteLane
+	lane  sqliteLane
 }
 
 // close drops the lane.
@@ -141,9 +139,6 @@ func (s *sqliteStore) take(ctx context.Context, h handle, c Claim) (a Attempt, e
 		// interleave with another writer. A transaction of its own cost
 		// three more calls and half again the time of a take. It runs on
 		// the lane, where no goroutine watches its context, if it can.
-		if err = ctx.Err(); err != nil {
-			return a, err
-		}
 		args := []any{c.Key, c.Owner, c.Host, micros(c.TTL)}
 		err = s.lane.queryRow(ctx, h.DB, s.q.take, args, &a.Token, &a.Holds)
 		if errors.Is(err, errNoLane) {
@@ -288,28 +283,20 @@ func (s *sqliteStore) release(ctx context.Context, h handle, key, owner string, 
 
 // uncancelled is ctx without its cancellation where a statement on h ends
 // within ctx's deadline anyway: SQLite has no network to hang on, its one
-// wait, for the write lock, ends within the busy timeout, and a pool
+// wait, for the write lock, ends within the busy timeout (as the lane read
+// it: the DSN sets it for every connection of the pool), and a pool
 // without a connection limit never queues. database/sql and the driver
 // start a goroutine to interrupt each statement whose context can end; a
 // release, always bounded by its own timeout, spent a tenth of an
-// acquire and release on those. Only for contexts that no caller cancels:
-// a release's (lease.ReleaseTimeout, detached from the caller).
+// acquire and release on those. For a release that found the lane in use,
+// and only for contexts no caller cancels: a release's
+// (lease.ReleaseTimeout, detached from the caller).
 func (s *sqliteStore) uncancelled(ctx context.Context, h handle) context.Context {
 	dl, ok := ctx.Deadline()
 	if !ok || h.DB.Stats().MaxOpenConnections != 0 {
 		return ctx
 	}
-	busy := s.busyMS.Load()
-	if busy == 0 {
-		// Read once: the DSN sets it for every connection of the pool.
-		var ms int64
-		if err := h.queryRow(ctx, `PRAGMA busy_timeout`, nil, &ms); err != nil {
-			return ctx
-		}
-		busy = ms + 1
-		s.busyMS.Store(busy)
-	}
-	if time.Duration(busy-1)*time.Millisecond > time.Until(dl)+busySlack {
+	if busy, ok := s.lane.busy(); !ok || busy > time.Until(dl)+busySlack {
 		return ctx
 	}
 	return context.WithoutCancel(ctx)
