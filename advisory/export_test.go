@@ -24,3 +24,19 @@ func SetInterruptLost(t interface{ Cleanup(func()) }) {
 	interruptLost = func() bool { return true }
 	t.Cleanup(func() { interruptLost = nil })
 }
+
+// Armed reports, for the session that holds key's lock in l (or, with no
+// lease on key, the shared session key maps to), whether it is pinned
+// with a socket watch and whether that watch looks at what arrives while
+// the session is idle.
+func Armed(l *Locker, key string) (watched, armed bool) {
+	l.mu.Lock()
+	s := l.sessions[l.lockID(key).slot]
+	if e := l.keys[key]; e != nil && e.state == stHeld {
+		s = e.sess
+	}
+	l.mu.Unlock()
+	s.sem <- struct{}{}
+	defer s.unlock()
+	return s.watch != nil, s.armed
+}

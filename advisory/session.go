@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/sqllock/sqllock/internal/sessionwatch"
 	"github.com/sqllock/sqllock/internal/stmtcache"
 	"github.com/sqllock/sqllock/internal/telemetry"
@@ -47,8 +49,10 @@ type session struct {
 	stmts    *stmtcache.Cache // statements prepared on conn, closed with it
 	stop     chan struct{}    // closed to end the current conn's checker
 	watch    *sessionwatch.Watch
+	armed    bool         // watch looks at what arrives on the idle socket (Idle), not only its close (Busy)
 	backend  atomic.Int64 // the server's id of conn, on a wait session
 	hi       tokenHigh    // conn's token era or timeline (pgToken)
+	pgx      bool         // conn is pgx's: statements go to it directly
 
 	assigned bool // a wait session serving an entry; guarded by Locker.mu
 }
@@ -120,6 +124,7 @@ func (s *session) run(ctx context.Context, pin bool, fn func(ctx context.Context
 		return err
 	}
 	s.lastUse = time.Now()
+	s.rearm()
 	if s.held > 0 {
 		s.everHeld = true
 	} else if !s.everHeld && s.conn != nil {
@@ -135,6 +140,7 @@ func (s *session) pin(ctx context.Context) error {
 		return err
 	}
 	s.conn = c
+	s.pgx = isPgx(c)
 	s.hi = tokenHigh{} // another server session, maybe another server
 	s.stmts = new(stmtcache.Cache)
 	s.everHeld = false
@@ -147,6 +153,7 @@ func (s *session) pin(ctx context.Context) error {
 	// Told within microseconds when the server closes the session (a kill,
 	// a crash), where the checker below needs up to two intervals.
 	s.watch = sessionwatch.Conn(c, func() { s.closedByServer(gen) })
+	s.armed = true // a new watch looks at everything
 	s.stop = make(chan struct{})
 	s.l.wg.Add(1)
 	go s.check(s.stop, s.gen)
@@ -189,14 +196,36 @@ func (s *session) unpin() {
 // queryRow runs query on the session's connection and scans its one row,
 // through a statement prepared once per pinned connection where the store
 // asks for it. The statement reads its own answer: the socket watch need
-// not look at it. sem held.
+// not look at it, and looks again (rearm) only once the session holds a
+// lock. sem held.
 func (s *session) queryRow(ctx context.Context, query string, args []any, dest any) error {
-	s.watch.Busy()
-	defer s.watch.Idle()
+	if s.armed {
+		s.watch.Busy()
+		s.armed = false
+	}
 	if s.l.prepare {
 		return s.stmts.QueryRow(ctx, s.conn, query, args, dest)
 	}
+	if s.pgx {
+		// Straight to pgx: database/sql's Rows and its argument
+		// conversion cost each statement a few microseconds.
+		return s.conn.Raw(func(dc any) error {
+			return dc.(interface{ Conn() *pgx.Conn }).Conn().QueryRow(ctx, query, args...).Scan(dest)
+		})
+	}
 	return s.conn.QueryRowContext(ctx, query, args...).Scan(dest)
+}
+
+// rearm has the watch look at what arrives on the idle socket again once
+// the session holds a lock: the FATAL error a terminated session is sent
+// before the server frees its locks. A session holding none needs only
+// the close seen, so an acquire and its release cost one change of the
+// watch each, not two. sem held.
+func (s *session) rearm() {
+	if s.held > 0 && !s.armed && s.watch != nil {
+		s.watch.Idle()
+		s.armed = true
+	}
 }
 
 // high is the pinned connection's, for pgToken. sem held.
@@ -305,4 +334,14 @@ func (s *session) check(stop <-chan struct{}, gen uint64) {
 		}
 		s.unlock()
 	}
+}
+
+// isPgx reports whether c is a connection of pgx's stdlib.
+func isPgx(c *sql.Conn) bool {
+	ok := false
+	_ = c.Raw(func(dc any) error {
+		_, ok = dc.(interface{ Conn() *pgx.Conn })
+		return nil
+	})
+	return ok
 }

@@ -210,6 +210,7 @@ func (s *session) block(ctx context.Context, stmt func(ctx context.Context) (int
 		s.held++
 		s.everHeld = true
 		s.lastUse = time.Now()
+		s.rearm()
 		granted(tok)
 		return nil
 	}
