@@ -545,6 +545,10 @@ type benchJSON struct {
 			ManyRatio float64     `json:"distinct_n_clients_ratio"`
 			Fair      *multiSideJ `json:"fair"`
 			FairRatio float64     `json:"fair_hot_key_ratio"`
+			Bare      *multiSideJ `json:"without_token"`
+			BareOne   float64     `json:"without_token_distinct_1_client_ratio"`
+			BareMany  float64     `json:"without_token_distinct_n_clients_ratio"`
+			BareHot   float64     `json:"without_token_hot_key_ratio"`
 		} `json:"multi_client"`
 	} `json:"results"`
 	Skipped []struct{ Strategy, Reason string } `json:"skipped"`
@@ -624,6 +628,12 @@ func checkBench(t *testing.T, r result, d sqllock.Dialect, want []string) benchJ
 			t.Errorf("%s multi: fair-order figures %v, want them: %v", res.Strategy, m.Fair != nil, wantFair)
 		} else if f := m.Fair; f != nil && (f.Hot <= 0 || m.FairRatio <= 0 || f.Served < 1 || len(f.Shares) != m.Clients) {
 			t.Errorf("%s multi, fair order: implausible figures %+v, ratio %v", res.Strategy, *f, m.FairRatio)
+		}
+		// Without a token: advisory, beside the default, the rates alone.
+		if wantBare := res.Strategy == "advisory"; (m.Bare != nil) != wantBare {
+			t.Errorf("%s multi: figures without a token %v, want them: %v", res.Strategy, m.Bare != nil, wantBare)
+		} else if b := m.Bare; b != nil && (b.One <= 0 || b.Many <= 0 || b.Hot <= 0 || b.Served < 1 || m.BareOne <= 0 || m.BareMany <= 0 || m.BareHot <= 0) {
+			t.Errorf("%s multi, without a token: implausible figures %+v, ratios %v %v %v", res.Strategy, *b, m.BareOne, m.BareMany, m.BareHot)
 		}
 		for name, sd := range map[string]multiSideJ{"sqllock": m.Lib, "raw": m.Raw} {
 			var total float64

@@ -61,17 +61,27 @@ type MultiResult struct {
 	FairRatio float64    `json:"fair_hot_key_ratio,omitempty"`
 	// FairSkipped says why the dialect's fair order was not run.
 	FairSkipped string `json:"fair_skipped,omitempty"`
+	// WithoutToken is the Locker again with advisory.WithoutToken, where
+	// the strategy has it: the rates of 1 and n clients and the hot key,
+	// run alternated with the other two sides.
+	WithoutToken          *MultiSide `json:"without_token,omitempty"`
+	WithoutTokenOneRatio  float64    `json:"without_token_distinct_1_client_ratio,omitempty"`
+	WithoutTokenManyRatio float64    `json:"without_token_distinct_n_clients_ratio,omitempty"`
+	WithoutTokenHotRatio  float64    `json:"without_token_hot_key_ratio,omitempty"`
 }
 
-// multiPlan opens the clients of both sides on a pool of their own.
+// multiPlan opens the clients of each side on a pool of their own.
 type multiPlan struct {
 	lib, raw func(ctx context.Context, db *sql.DB) (contender, error)
 	// fair, when set, is the lib side in fair order, for the hot key;
 	// fairSkipped says why it is not.
 	fair        func(ctx context.Context, db *sql.DB) (contender, error)
 	fairSkipped string
-	rawSQL      string
-	close       func()
+	// bare, when set, is the lib side drawing no fencing token, for the
+	// rates (advisory.WithoutToken).
+	bare   func(ctx context.Context, db *sql.DB) (contender, error)
+	rawSQL string
+	close  func()
 }
 
 // rawPollEvery is how often a raw lock-table waiter tries again.
@@ -124,6 +134,9 @@ func multiPlanFor(ctx context.Context, db *sql.DB, t Target, name string) (*mult
 		return &multiPlan{
 			lib: func(_ context.Context, db *sql.DB) (contender, error) {
 				return newLockerClient(db, d, false, lockers.Advisory)
+			},
+			bare: func(_ context.Context, db *sql.DB) (contender, error) {
+				return newLockerClient(db, d, false, untokenedAdvisory)
 			},
 			raw:    func(ctx context.Context, db *sql.DB) (contender, error) { return openRawAdvisory(ctx, db, d, q) },
 			rawSQL: rawSQL + " on one pinned session per client; waiters block in the server",
@@ -243,12 +256,20 @@ func benchMulti(ctx context.Context, t Target, db *sql.DB, name string, cfg Conf
 		defer plan.close()
 	}
 	res := &MultiResult{Clients: cfg.Clients, RawSQL: plan.rawSQL, IdleWindow: cfg.Idle.Seconds(), FairSkipped: plan.fairSkipped}
-	sides := []struct {
+	type sideOf struct {
 		open func(context.Context, *sql.DB) (contender, error)
 		out  *MultiSide
 		name string
-	}{{plan.lib, &res.Lib, "lib"}, {plan.raw, &res.Raw, "raw"}}
-	pools := make([][]clientPool, 2)
+	}
+	sides := []sideOf{{plan.lib, &res.Lib, "lib"}}
+	if plan.bare != nil {
+		res.WithoutToken = &MultiSide{}
+		sides = append(sides, sideOf{plan.bare, res.WithoutToken, "bare"})
+	}
+	// Raw last: its hot-key waiter cut off by the end of the run loses its
+	// pinned session.
+	sides = append(sides, sideOf{plan.raw, &res.Raw, "raw"})
+	pools := make([][]clientPool, len(sides))
 	defer func() {
 		for _, ps := range pools {
 			closePools(ps)
@@ -262,8 +283,8 @@ func benchMulti(ctx context.Context, t Target, db *sql.DB, name string, cfg Conf
 	// Distinct keys: halves of each side alternate, so that a slower patch
 	// of the shared machine does not land on one side only.
 	for _, n := range []int{1, cfg.Clients} {
-		var ops [2]int
-		var el [2]time.Duration
+		ops := make([]int, len(sides))
+		el := make([]time.Duration, len(sides))
 		for range 2 {
 			for i := range sides {
 				k, e, err := distinctKeys(ctx, contenders(pools[i][:n]), cfg.Duration/2)
@@ -284,6 +305,9 @@ func benchMulti(ctx context.Context, t Target, db *sql.DB, name string, cfg Conf
 		}
 	}
 	for i, s := range sides {
+		if s.name == "bare" {
+			continue // the rates only
+		}
 		p50, p99, missed, err := xprocHandoff(ctx, t, name, s.name, pools[i][0].c, cfg.Handoffs)
 		if err != nil {
 			return nil, fmt.Errorf("handoff to another process (%s): %v", s.name, err)
@@ -292,6 +316,9 @@ func benchMulti(ctx context.Context, t Target, db *sql.DB, name string, cfg Conf
 	}
 	if cfg.Idle > 0 {
 		for i, s := range sides {
+			if s.name == "bare" {
+				continue
+			}
 			qps, err := idleWaiter(ctx, t, s.open, pools[i][0].c, cfg.Idle, t.Pooler)
 			if err != nil {
 				return nil, fmt.Errorf("idle waiter (%s): %v", s.name, err)
@@ -299,7 +326,6 @@ func benchMulti(ctx context.Context, t Target, db *sql.DB, name string, cfg Conf
 			s.out.IdleWaiterQPS = qps
 		}
 	}
-	// Last: a raw waiter cut off by the end of the run loses its pinned session.
 	for i, s := range sides {
 		if err := multiHot(ctx, contenders(pools[i]), "multi-hot-"+s.name, cfg.Duration, t.Pooler, s.out); err != nil {
 			return nil, err
@@ -342,6 +368,11 @@ func benchMulti(ctx context.Context, t Target, db *sql.DB, name string, cfg Conf
 	res.HotRatio = ratio(res.Lib.HotPerSec, res.Raw.HotPerSec)
 	if res.Fair != nil {
 		res.FairRatio = ratio(res.Fair.HotPerSec, res.Raw.HotPerSec)
+	}
+	if b := res.WithoutToken; b != nil {
+		res.WithoutTokenOneRatio = ratio(b.OnePerSec, res.Raw.OnePerSec)
+		res.WithoutTokenManyRatio = ratio(b.ManyPerSec, res.Raw.ManyPerSec)
+		res.WithoutTokenHotRatio = ratio(b.HotPerSec, res.Raw.HotPerSec)
 	}
 	return res, nil
 }
@@ -633,6 +664,11 @@ func printMulti(w io.Writer, r *MultiResult) {
 		fmt.Fprintf(tw, "fair order: hot key, %d clients\t%.0f/s\t%.0f/s\t%.2f\t\n", r.Clients, f.HotPerSec, r.Raw.HotPerSec, r.FairRatio)
 		fmt.Fprintf(tw, "fair order: clients served\t%d/%d\t%d/%d\t\t\n", f.HotServed, r.Clients, r.Raw.HotServed, r.Clients)
 		fmt.Fprintf(tw, "fair order: shares\t%s\t%s\t\t\n", shares(f.HotShares), shares(r.Raw.HotShares))
+	}
+	if b := r.WithoutToken; b != nil {
+		fmt.Fprintf(tw, "without token: 1 client\t%.0f/s\t%.0f/s\t%.2f\t\n", b.OnePerSec, r.Raw.OnePerSec, r.WithoutTokenOneRatio)
+		fmt.Fprintf(tw, "without token: %d clients\t%.0f/s\t%.0f/s\t%.2f\t\n", r.Clients, b.ManyPerSec, r.Raw.ManyPerSec, r.WithoutTokenManyRatio)
+		fmt.Fprintf(tw, "without token: hot key\t%.0f/s\t%.0f/s\t%.2f\t\n", b.HotPerSec, r.Raw.HotPerSec, r.WithoutTokenHotRatio)
 	}
 	tw.Flush()
 	if r.FairSkipped != "" {

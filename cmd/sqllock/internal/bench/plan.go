@@ -63,6 +63,16 @@ func fairTablelock(db *sql.DB, d sqllock.Dialect, _ lockers.Opts) (sqllock.Locke
 	return l, func() { l.Close() }, nil
 }
 
+// untokenedAdvisory is an advisory Locker that draws no fencing token
+// (advisory.WithoutToken), measured beside the default.
+func untokenedAdvisory(db *sql.DB, d sqllock.Dialect, _ lockers.Opts) (sqllock.Locker, func(), error) {
+	l, err := advisory.New(db, d, advisory.WithoutToken())
+	if err != nil {
+		return nil, nil, err
+	}
+	return l, func() { l.Close() }, nil
+}
+
 // lockerSide is the library side of a strategy with a Locker: one Locker
 // per client, made for a transaction pooler with pooler.
 func lockerSide(db *sql.DB, d sqllock.Dialect, pooler bool, newLocker lockers.New) side {
