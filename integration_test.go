@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -172,11 +173,13 @@ func multiProcessMutex(t *testing.T, db *testdb.DB, fair bool) {
 	defer l.Close()
 	ctx := context.Background()
 	var wg sync.WaitGroup
+	var stopped atomic.Int64 // rounds not run: their goroutine failed
 	for range 4 {
 		wg.Go(func() {
-			for range rounds {
+			for i := range rounds {
 				if err := incrementUnderLock(ctx, l, db, key, table); err != nil {
 					t.Error(err)
+					stopped.Add(int64(rounds - i))
 					return
 				}
 			}
@@ -192,7 +195,13 @@ func multiProcessMutex(t *testing.T, db *testdb.DB, fair bool) {
 	if err := db.QueryRow("SELECT v FROM " + table + " WHERE id = 1").Scan(&v); err != nil {
 		t.Fatal(err)
 	}
-	if want := 3 * 4 * rounds; v != want {
+	want := 3 * 4 * rounds
+	switch n := int(stopped.Load()); {
+	case n > 0 && v != want-n:
+		t.Fatalf("counter = %d, want %d (%d rounds in this process stopped on the errors above): two holders overlapped", v, want-n, n)
+	case n > 0:
+		t.Fatalf("counter = %d: %d rounds in this process stopped on the errors above; no overlap", v, n)
+	case v != want:
 		t.Fatalf("counter = %d, want %d: two holders overlapped", v, want)
 	}
 }
