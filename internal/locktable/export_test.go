@@ -2,6 +2,7 @@ package locktable
 
 import (
 	"context"
+	"time"
 
 	"github.com/sqllock/sqllock/internal/server"
 )
@@ -46,4 +47,12 @@ func (t *Table) Lane() bool {
 	s.lane.mu.Lock()
 	defer s.lane.mu.Unlock()
 	return s.lane.conn != nil
+}
+
+// SetLaneRetry sets how long a failed SQLite lane stays closed, until the
+// test ends.
+func SetLaneRetry(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := laneRetry
+	laneRetry = d
+	t.Cleanup(func() { laneRetry = old })
 }

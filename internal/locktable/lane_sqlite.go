@@ -29,13 +29,17 @@ import (
 //
 // The lane is taken only from a pool without a connection limit, where it
 // can starve no one; it is discarded, never returned to the pool with its
-// busy timeout at 0, when it fails or the store closes. A statement that
-// finds the lane in use by another goroutine runs on the pool as before.
+// busy timeout at 0, when it fails or the store closes. A failed lane is
+// opened again a second later (laneRetry): a statement run before the
+// schema was migrated, or a context that ended while the lane opened,
+// costs it that second, not the Table's life. A statement that finds the
+// lane in use, or none, runs on the pool as before.
 type sqliteLane struct {
 	mu    sync.Mutex           // one statement at a time
 	conn  *sql.Conn            // nil until the first statement, and once off
 	stmts map[string]*sql.Stmt // prepared on conn, by text
-	off   bool                 // no lane: a pool with a limit, a failure, or closed
+	off   bool                 // no lane for good: a pool with a limit, or closed
+	retry time.Time            // after a failure, no lane before this
 	// busyMS is the pool's busy timeout in ms plus one, read on the
 	// lane's connection before its own went to 0; 0 while unknown. Read
 	// without mu, by a release that found the lane in use.
@@ -131,8 +135,11 @@ func (l *sqliteLane) try(ctx context.Context, db *sql.DB, q string, fn func(*sql
 			l.off = true
 			return errNoLane
 		}
+		if time.Now().Before(l.retry) {
+			return errNoLane
+		}
 		if err := l.open(ctx, db); err != nil {
-			l.drop()
+			l.fail()
 			return errNoLane
 		}
 	}
@@ -140,7 +147,7 @@ func (l *sqliteLane) try(ctx context.Context, db *sql.DB, q string, fn func(*sql
 	if st == nil {
 		var err error
 		if st, err = l.conn.PrepareContext(ctx, q); err != nil {
-			l.drop()
+			l.fail()
 			return errNoLane
 		}
 		l.stmts[q] = st
@@ -151,7 +158,7 @@ func (l *sqliteLane) try(ctx context.Context, db *sql.DB, q string, fn func(*sql
 		return err
 	default:
 		// Rolled back; the pool's try says what is wrong, if anything.
-		l.drop()
+		l.fail()
 		return errNoLane
 	}
 }
@@ -171,9 +178,18 @@ func (l *sqliteLane) open(ctx context.Context, db *sql.DB) (err error) {
 	return err
 }
 
-// drop discards the lane's connection for good. mu held.
+// laneRetry is how long a failed lane stays closed: statements run on
+// the pool meanwhile.
+var laneRetry = time.Second
+
+// fail discards the lane's connection until laneRetry has passed. mu held.
+func (l *sqliteLane) fail() {
+	l.drop()
+	l.retry = time.Now().Add(laneRetry)
+}
+
+// drop discards the lane's connection. mu held.
 func (l *sqliteLane) drop() {
-	l.off = true
 	for _, st := range l.stmts {
 		_ = st.Close()
 	}
@@ -191,4 +207,5 @@ func (l *sqliteLane) close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.drop()
+	l.off = true
 }

@@ -201,3 +201,50 @@ func TestSQLiteNoLaneOnLimitedPool(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A lane that failed is opened again once laneRetry has passed: a take
+// that fails on it (here its table is renamed away for a moment) closes
+// it, and the takes after laneRetry get it back, where it used to stay
+// closed for the Table's life. Meanwhile statements run on the pool.
+func TestSQLiteLaneAfterFailure(t *testing.T) {
+	locktable.SetLaneRetry(t, 300*time.Millisecond)
+	ctx := context.Background()
+	db := testdb.SQLiteFile(t, 400)
+	tbl := busyTable(t, db)
+	c := locktable.Claim{Key: "k", Owner: "o", Host: "h", TTL: time.Minute, ExpectFree: true} // straight to the take, on the lane
+	cycle := func(what string) {
+		t.Helper()
+		a, err := tbl.Take(ctx, c)
+		if err != nil || !a.Won {
+			t.Fatalf("take %s = %+v, %v", what, a, err)
+		}
+		if err := tbl.Release(ctx, c.Key, c.Owner, a.Token, 0); err != nil {
+			t.Fatalf("release %s: %v", what, err)
+		}
+	}
+	cycle("first")
+	if !tbl.Lane() {
+		t.Fatal("no lane after the first take")
+	}
+	if _, err := db.ExecContext(ctx, "ALTER TABLE sqllock_locks RENAME TO sqllock_locks_away"); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := tbl.Take(ctx, c); err == nil {
+		t.Fatalf("take with the table renamed away = %+v; want its error", a)
+	}
+	if tbl.Lane() {
+		t.Fatal("the lane stayed open after its statement failed")
+	}
+	if _, err := db.ExecContext(ctx, "ALTER TABLE sqllock_locks_away RENAME TO sqllock_locks"); err != nil {
+		t.Fatal(err)
+	}
+	cycle("with the table back, within laneRetry")
+	if tbl.Lane() {
+		t.Error("the lane opened again before laneRetry passed")
+	}
+	time.Sleep(350 * time.Millisecond)
+	cycle("after laneRetry")
+	if !tbl.Lane() {
+		t.Error("no lane after laneRetry passed")
+	}
+}
