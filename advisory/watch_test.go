@@ -3,7 +3,6 @@ package advisory_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/advisory"
@@ -55,7 +54,7 @@ func TestWatchArmedWhileHeld(t *testing.T) {
 		}
 		got <- lease
 	}()
-	time.Sleep(200 * time.Millisecond) // refused, then waiting in the server
+	waitQueued(t, db, l, key, 1)
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -191,38 +191,38 @@
 // a release that finds an entry first grants the key to it in the same
 // statement: the row names the entry's owner, under a new token drawn
 // under the row lock, for the claim window ([WithClaimWindow], 250ms by
-// default), and the release calls the entry's Locker with the token. The
-// waiter claims the key with a take, which extends it to its TTL; its
-// lease counts from that take. So waiting Acquires are served in the
-// order they queued in the row, which across processes is the order in
-// which their first refused claims reached it. A waiter that finds its
-// row granted to it (it looked again after a reconnection, or after the
-// bound) claims it the same way. A grant that reaches a waiter that gave
-// up, or a Locker that closes, is given back at once, and the row goes to
-// the entry queued next. A grant nobody claims (the waiter's process
-// died, its Locker closed) lapses when the window ends, and the two
-// entries queued next, which heard a copy of the grant, look then: a
-// grantee that is gone costs those behind it the window and at most the
-// bound, not a TTL. A waiter that gives up while its take waits for the
-// row lock leaves the queue after that take commits: a Locker runs the
-// statements of one key in fair order one at a time. Each handoff costs
-// the grantee's claim, a statement more than before.
+// default), and the release calls the entry's Locker with the token. A
+// waiter whose queuing take was recent holds the grant as it is (its
+// renewal extends it to its TTL); one that queued long before claims it
+// with a take first. So waiting Acquires are served in the order they
+// queued in the row, which across processes is the order in which their
+// first refused claims reached it. A waiter that finds its row granted to
+// it (it looked again after a reconnection, or after the bound) claims it
+// the same way. A grant that reaches a waiter that gave up, or a Locker
+// that closes, is given back at once, and the row goes to the entry
+// queued next. A grant nobody claims (the waiter's process died, its
+// Locker closed) lapses when the window ends, and the two entries queued
+// next, which heard a copy of the grant, look then: a grantee that is
+// gone costs those behind it the window and at most the bound, not a
+// TTL. A waiter that gives up while its take waits for the row lock
+// leaves the queue after that take commits: a Locker runs the statements
+// of one key in fair order one at a time.
 //
-// Fair order is not the default, because of that claim: a turn costs two
-// durable commits one after the other (the release that grants, then the
-// grantee's claim), where a polled turn costs one. Measured with "sqllock
-// bench --strategy tablelock --duration 3s" on PostgreSQL 15 (a shared
-// machine of 2 cores, four runs), 8 clients on one key, each with its own
-// pool and Locker, were served at 0.17-0.52 of the raw lock table's rate
-// with 1ms pollers in fair order, against 0.56-1.22 in default order in
-// the same runs; 8 of 8 clients were served either way, with shares of
-// 12-13% each in fair order and 10-15% in default order. A claim that
-// commits without waiting for its WAL flush measured 0.63-0.90, but is
-// not crash safe: a server crash that lost it would leave the row to
-// expire at the end of the claim window while its holder counts on its
-// TTL. [WithAsyncCommit] makes that trade, for every statement. At worst a
-// fair waiter costs what any waiter does, the bound (below), plus the
-// claim window of each grantee ahead of it that is gone.
+// Fair order is not the default. On one hot key it serves more turns
+// than the default order, with a shorter tail: "sqllock bench --strategy
+// tablelock --duration 3s" on PostgreSQL 15 (a shared machine of 2 cores,
+// 2 December, six runs) put 8 clients on one key, each with its own pool
+// and Locker, at 0.72-1.22 of the raw lock table's rate with 1ms pollers
+// in fair order, against 0.54-0.86 in default order, with a wait p99 of
+// 0.43-0.49 of raw's against 1.37-1.78 (three runs). But a release that
+// grants commits durably with its NOTIFY, and PostgreSQL serializes
+// notifying commits across the cluster until each is flushed: with 4 or
+// 8 hot keys at once, fair order served 0.93 of the default order's
+// turns (docs/performance.md). It also needs LISTEN, so no transaction
+// pooler, and a grantee that is gone costs those behind it the claim
+// window. At worst a fair waiter costs what any waiter does, the bound
+// (below), plus the claim window of each grantee ahead of it that is
+// gone.
 //
 // Every wait is bounded: a blocked Acquire that hears nothing looks at its
 // key again within [WithWaitBound] (1s by default; sooner when the
