@@ -257,18 +257,19 @@ func benchMulti(ctx context.Context, t Target, db *sql.DB, name string, cfg Conf
 	}
 	res := &MultiResult{Clients: cfg.Clients, RawSQL: plan.rawSQL, IdleWindow: cfg.Idle.Seconds(), FairSkipped: plan.fairSkipped}
 	type sideOf struct {
-		open func(context.Context, *sql.DB) (contender, error)
-		out  *MultiSide
-		name string
+		open      func(context.Context, *sql.DB) (contender, error)
+		out       *MultiSide
+		name      string
+		ratesOnly bool // no handoff, no idle waiter
 	}
-	sides := []sideOf{{plan.lib, &res.Lib, "lib"}}
+	sides := []sideOf{{plan.lib, &res.Lib, "lib", false}}
 	if plan.bare != nil {
 		res.WithoutToken = &MultiSide{}
-		sides = append(sides, sideOf{plan.bare, res.WithoutToken, "bare"})
+		sides = append(sides, sideOf{plan.bare, res.WithoutToken, "bare", true})
 	}
 	// Raw last: its hot-key waiter cut off by the end of the run loses its
 	// pinned session.
-	sides = append(sides, sideOf{plan.raw, &res.Raw, "raw"})
+	sides = append(sides, sideOf{plan.raw, &res.Raw, "raw", false})
 	pools := make([][]clientPool, len(sides))
 	defer func() {
 		for _, ps := range pools {
@@ -305,8 +306,8 @@ func benchMulti(ctx context.Context, t Target, db *sql.DB, name string, cfg Conf
 		}
 	}
 	for i, s := range sides {
-		if s.name == "bare" {
-			continue // the rates only
+		if s.ratesOnly {
+			continue
 		}
 		p50, p99, missed, err := xprocHandoff(ctx, t, name, s.name, pools[i][0].c, cfg.Handoffs)
 		if err != nil {
@@ -316,7 +317,7 @@ func benchMulti(ctx context.Context, t Target, db *sql.DB, name string, cfg Conf
 	}
 	if cfg.Idle > 0 {
 		for i, s := range sides {
-			if s.name == "bare" {
+			if s.ratesOnly {
 				continue
 			}
 			qps, err := idleWaiter(ctx, t, s.open, pools[i][0].c, cfg.Idle, t.Pooler)
