@@ -22,10 +22,10 @@ import (
 // busy timeout at 0 a write lock held elsewhere fails the statement at
 // once (SQLITE_BUSY, and it rolls back). The lane then sleeps and looks
 // again as SQLite's busy handler would, for as long as the pool's busy
-// timeout allows, but in Go, where the caller's context ends the wait. Takes and
-// releases share the one connection: a connection whose pages another
-// changed reads them again from the file, which cost more than the
-// goroutines saved when each ran on a pooled connection of its own.
+// timeout allows, but in Go, where the caller's context ends the wait.
+// Takes and releases share the one connection: a connection whose pages
+// another changed reads them again from the file, which cost more than
+// the goroutines saved when each ran on a pooled connection of its own.
 //
 // The lane is taken only from a pool without a connection limit, where it
 // can starve no one; it is discarded, never returned to the pool with its
@@ -36,7 +36,7 @@ import (
 // lane in use, or none, runs on the pool as before.
 type sqliteLane struct {
 	mu    sync.Mutex           // one statement at a time
-	conn  *sql.Conn            // nil until the first statement, and once off
+	conn  *sql.Conn            // nil until the first statement, after a failure, and once off
 	stmts map[string]*sql.Stmt // prepared on conn, by text
 	off   bool                 // no lane for good: a pool with a limit, or closed
 	retry time.Time            // after a failure, no lane before this
