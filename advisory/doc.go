@@ -92,13 +92,13 @@
 //
 // The notice is not the guarantee. When a session is killed the server frees
 // its keys at once, possibly before its holder has noticed. What protects
-// the resource is the fencing token: [Lease.Token] is drawn from the shared
-// sequence by the very statement that takes the lock, and only when it is
-// granted. On PostgreSQL the token carries an era in its high bits, the
-// server's timeline and the crash recoveries on it, so that a promoted
-// standby's tokens, and those after a crash, are larger; which lets a
-// pinned session draw it without waiting for a WAL flush (migration 00020,
-// docs/operations.md):
+// the resource is the fencing token: [Lease.Token] is drawn from a sequence
+// by the very statement that takes the lock, and only when it is granted.
+// On PostgreSQL the token carries an era in its high bits, the server's
+// timeline and the crash recoveries on it, so that a promoted standby's
+// tokens, and those after a crash, are larger; which lets a pinned session
+// draw it from an unlogged sequence of its own, writing no WAL (migrations
+// 00020 and 00021, docs/operations.md):
 //
 //	SELECT CASE WHEN pg_try_advisory_lock($1) THEN sqllock_next_token_async() END
 //	SELECT IF(GET_LOCK(?, 0) = 1, NEXTVAL(sqllock_fence_seq), NULL)

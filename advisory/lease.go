@@ -26,10 +26,11 @@ type Lease struct {
 // Key returns the key held.
 func (s *Lease) Key() string { return s.base.Key() }
 
-// Token returns the fencing token, drawn from sqllock_fence_seq (on
-// PostgreSQL with the token era or the timeline in its high bits) by the
-// statement that took the lock, so it is strictly larger for each new
-// holder of the key.
+// Token returns the fencing token, drawn by the statement that took the
+// lock (on PostgreSQL from sqllock_token_seq under the token era, or from
+// sqllock_fence_seq under the timeline; on MariaDB from
+// sqllock_fence_seq), so it is strictly larger for each new holder of
+// the key.
 func (s *Lease) Token() int64 { return s.base.Token() }
 
 // SpanContext returns the lease's span: sqllock.Do runs its work under it.

@@ -44,8 +44,9 @@ const (
 	pgBlockSharedCounter = "SELECT sqllock_next_token_counter() FROM (SELECT pg_advisory_lock_shared($1) OFFSET 0) AS granted"
 
 	// The same on a session that knows its token era (migration 00020):
-	// the sequence value drawn without waiting for its WAL flush, the era
-	// joined by pgToken.
+	// the value of sqllock_token_seq (unlogged, migration 00021), or of the
+	// shared sequence without waiting for its WAL flush before 00021, the
+	// era joined by pgToken.
 	pgTryAsync         = "SELECT CASE WHEN pg_try_advisory_lock($1) THEN sqllock_next_token_async() END"
 	pgTrySharedAsync   = "SELECT CASE WHEN pg_try_advisory_lock_shared($1) THEN sqllock_next_token_async() END"
 	pgBlockAsync       = "SELECT sqllock_next_token_async() FROM (SELECT pg_advisory_lock($1) OFFSET 0) AS granted"
@@ -86,11 +87,14 @@ const (
 // pgToken draws a token on h with one of q's statements.
 //
 // A session whose schema has the token era (migration 00020) reads the
-// era once, then draws the sequence value in a transaction that does not
-// wait for its WAL flush, and joins era << 40 | value: a crash that loses
-// values handed out also empties the era's unlogged table, so the next
-// session begins a larger era before any token of it (the migration says
-// why this holds). Reading the era once per session is safe:
+// era once, then draws the sequence value, and joins era << 40 | value.
+// The value comes from sqllock_token_seq, unlogged on PostgreSQL 15 and
+// later (migration 00021), so the draw writes no WAL; before 00021, or on
+// an older server, from a logged sequence in a transaction that does not
+// wait for its WAL flush. A crash that loses or resets values handed out
+// also empties the era's unlogged table, so the next session begins a
+// larger era before any token of it (the migrations say why this holds).
+// Reading the era once per session is safe:
 //
 //   - no session lives through a crash recovery, and one on a standby
 //     cannot read the era (an unlogged table), so the era a session read
@@ -106,10 +110,10 @@ const (
 // (a server's timeline changes only when it leaves recovery, which no
 // session that drew a token lives through), or, before migration 00019,
 // every token in full. The refusals stay in the statements: the
-// sqllock.require_sync_replica check (with it on, the async value is
-// drawn as the counter draws it, and its commit waits) and the sequence's
-// MAXVALUE; the era's and timeline's bounds are checked where they are
-// read.
+// sqllock.require_sync_replica check (with it on, a server whose commits
+// would not wait for a synchronous standby hands out no token) and the
+// sequence's MAXVALUE; the era's and timeline's bounds are checked where
+// they are read.
 func pgToken(ctx context.Context, h handle, q pgStmts, args []any) (int64, bool, error) {
 	hi := h.high()
 	if hi == nil {

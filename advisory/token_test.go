@@ -95,7 +95,7 @@ func TestTokenEraOncePerSession(t *testing.T) {
 	if _, err := conn.ExecContext(ctx, `SET sqllock.require_sync_replica = on`); err != nil {
 		t.Fatal(err)
 	}
-	const seq = `SELECT last_value FROM sqllock_fence_seq`
+	const seq = `SELECT last_value FROM sqllock_token_seq`
 	var before, after int64
 	if err := conn.QueryRowContext(ctx, seq).Scan(&before); err != nil {
 		t.Fatal(err)
@@ -111,13 +111,15 @@ func TestTokenEraOncePerSession(t *testing.T) {
 }
 
 // crash does to db what a crash recovery that lost the last sequence
-// values handed out does: the unlogged era table empty, the sequence
-// back by back values. Where the schema has no era table, only the
-// sequence goes back.
+// values handed out does: the unlogged era table empty, the era tokens'
+// unlogged sequence back at its start, the shared sequence back by back
+// values. Where the schema has no era table, only the shared sequence
+// goes back.
 func crash(t *testing.T, ctx context.Context, db *sql.DB, back int64) {
 	t.Helper()
 	for _, q := range []string{
 		`DO $$ BEGIN IF to_regclass('sqllock_token_life') IS NOT NULL THEN TRUNCATE sqllock_token_life; END IF; END $$`,
+		`DO $$ BEGIN IF to_regclass('sqllock_token_seq') IS NOT NULL THEN ALTER SEQUENCE sqllock_token_seq RESTART; END IF; END $$`,
 		fmt.Sprintf(`SELECT setval('sqllock_fence_seq', greatest(last_value - %d, 1)) FROM sqllock_fence_seq`, back),
 	} {
 		if _, err := db.ExecContext(ctx, q); err != nil {

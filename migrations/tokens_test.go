@@ -80,12 +80,18 @@ func TestTokenCarriesTimeline(t *testing.T) {
 		t.Fatalf("the timeline refusal = %d, %v; want the out of range error", tok, err)
 	}
 
-	if _, err := db.ExecContext(ctx, `SELECT setval('sqllock_fence_seq', 1099511627775)`); err != nil {
+	// Since migration 00021 the sequence keeps the lower part of the
+	// range below 2^40 (the era tokens' sequence has the rest).
+	var maxv int64
+	if err := db.QueryRowContext(ctx, `SELECT setval('sqllock_fence_seq', max_value) FROM pg_sequences WHERE sequencename = 'sqllock_fence_seq'`).Scan(&maxv); err != nil {
 		t.Fatal(err)
+	}
+	if maxv >= 1<<40 {
+		t.Fatalf("sqllock_fence_seq's MAXVALUE %d is past 2^40", maxv)
 	}
 	err = db.QueryRowContext(ctx, `SELECT sqllock_next_token()`).Scan(&tok)
 	if err == nil || !strings.Contains(err.Error(), "reached maximum value") {
-		t.Fatalf("token past 2^40 = %d, %v; want the sequence's refusal", tok, err)
+		t.Fatalf("token past the sequence's end = %d, %v; want the sequence's refusal", tok, err)
 	}
 }
 
@@ -143,5 +149,43 @@ func TestRequireSyncReplicaRefused(t *testing.T) {
 	var after string
 	if err := fresh.QueryRowContext(ctx, seqState).Scan(&after); err != nil || after != drawn {
 		t.Fatalf("sequence at %q after the refusal (%v), %q before: the refusal drew a token", after, err, drawn)
+	}
+}
+
+// Migration 00021 gives advisory's era tokens a sequence of their own
+// under a live application: a role granted on the shared sequence before
+// it is granted the same on the new one, so its sessions keep drawing.
+func TestTokenSequenceGrantedAsShared(t *testing.T) {
+	ctx := context.Background()
+	db := testdb.Scratch(t, sqllock.Postgres)
+	p, err := migrations.NewProvider(db.DB, sqllock.Postgres)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 20); err != nil {
+		t.Fatal(err)
+	}
+	var dbName string
+	if err := db.QueryRowContext(ctx, `SELECT current_database()`).Scan(&dbName); err != nil {
+		t.Fatal(err)
+	}
+	role := "sqllock_grant_" + strings.ToLower(strings.ReplaceAll(dbName, "-", "_"))
+	for _, q := range []string{`CREATE ROLE ` + role, `GRANT USAGE ON SEQUENCE sqllock_fence_seq TO ` + role} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	t.Cleanup(func() {
+		db.ExecContext(context.Background(), `DROP OWNED BY `+role)
+		db.ExecContext(context.Background(), `DROP ROLE `+role)
+	})
+	if err := migrations.Up(ctx, db.DB, sqllock.Postgres); err != nil {
+		t.Fatal(err)
+	}
+	var usage, update bool
+	err = db.QueryRowContext(ctx, `SELECT has_sequence_privilege($1, 'sqllock_token_seq', 'USAGE'),
+		has_sequence_privilege($1, 'sqllock_token_seq', 'UPDATE')`, role).Scan(&usage, &update)
+	if err != nil || !usage || update {
+		t.Fatalf("%s on sqllock_token_seq: USAGE %v, UPDATE %v (%v); want USAGE alone, as on sqllock_fence_seq", role, usage, update, err)
 	}
 }

@@ -219,10 +219,11 @@ func TestReleaseDoesNotWait(t *testing.T) {
 	t.Logf("release returned in %v while a waiting commit hung", time.Since(start).Round(time.Millisecond))
 }
 
-// TestCrashRecoveryTokens: advisory's tokens on PostgreSQL are drawn in
-// commits that do not wait for their WAL flush, so a crash can lose the
-// last sequence values; the crash recovery begins a new token era, and the
-// first token after it is above every token before it. Shown on the
+// TestCrashRecoveryTokens: advisory's tokens on PostgreSQL are drawn from
+// an unlogged sequence (migration 00021; on a server before 15, in commits
+// that do not wait for their WAL flush), which a crash recovery resets;
+// the recovery begins a new token era, and the first token after it is
+// above every token before it. Shown on the
 // pair's primary, crashed (-m immediate) mid-traffic and started again.
 // Before TestFailover (source order): it leaves the pair healthy.
 func TestCrashRecoveryTokens(t *testing.T) {
@@ -488,8 +489,9 @@ func TestFailover(t *testing.T) {
 			usable[s].Round(time.Millisecond), promoted.Sub(killed).Round(time.Millisecond))
 	}
 
-	// No token handed out twice, to any lease of any strategy: they share
-	// one sequence. Per strategy, every token drawn after the promotion
+	// No token handed out twice, to any lease of any strategy: the others
+	// share one sequence, and advisory's carry an era above every
+	// timeline in their high bits. Per strategy, every token drawn after the promotion
 	// is above every one drawn before the kill: advisory's tokens carry
 	// the era (timeline << 12 | eras) where the others carry the
 	// timeline, so they sort above the others' and are compared apart.
