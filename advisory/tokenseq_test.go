@@ -87,6 +87,19 @@ func TestTokenSequenceWritesNothing(t *testing.T) {
 	if _, err := conn.ExecContext(ctx, pgUnlock, id.args...); err != nil {
 		t.Fatal(err)
 	}
+
+	// With sqllock.require_sync_replica defined, even off, the draw takes
+	// the check's own function, and still draws above the last value.
+	if _, err := conn.ExecContext(ctx, `SET sqllock.require_sync_replica = off`); err != nil {
+		t.Fatal(err)
+	}
+	var m sql.NullInt64
+	if err := conn.QueryRowContext(ctx, pgTryAsync, id.args...).Scan(&m); err != nil || !m.Valid || m.Int64 <= n.Int64 {
+		t.Fatalf("with sqllock.require_sync_replica off: %v, %v; want a value above %d", m, err, n.Int64)
+	}
+	if _, err := conn.ExecContext(ctx, pgUnlock, id.args...); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Migration 00021 moves the era tokens to their own sequence under live
