@@ -327,10 +327,18 @@ func benchMulti(ctx context.Context, t Target, db *sql.DB, name string, cfg Conf
 			s.out.IdleWaiterQPS = qps
 		}
 	}
-	for i, s := range sides {
-		if err := multiHot(ctx, contenders(pools[i]), "multi-hot-"+s.name, cfg.Duration, t.Pooler, s.out); err != nil {
-			return nil, err
+	// The hot key's halves alternate too. A first half's last turns run to
+	// their end (drain): a raw waiter cut off loses its pinned session.
+	hot := make([]hotRun, len(sides))
+	for round := range 2 {
+		for i, s := range sides {
+			if err := hot[i].run(ctx, contenders(pools[i]), "multi-hot-"+s.name, cfg.Duration/2, round == 0 || t.Pooler); err != nil {
+				return nil, err
+			}
 		}
+	}
+	for i, s := range sides {
+		hot[i].report(s.out)
 	}
 	if plan.fair != nil {
 		// The fair clients run alone: a Locker that waited listens for a
@@ -354,9 +362,11 @@ func benchMulti(ctx context.Context, t Target, db *sql.DB, name string, cfg Conf
 			return nil, err
 		}
 		res.Fair = &MultiSide{}
-		if err := multiHot(ctx, contenders(fair), "multi-hot-fair", cfg.Duration, false, res.Fair); err != nil {
+		var h hotRun
+		if err := h.run(ctx, contenders(fair), "multi-hot-fair", cfg.Duration, false); err != nil {
 			return nil, err
 		}
+		h.report(res.Fair)
 	}
 	ratio := func(a, b float64) float64 {
 		if b == 0 {
@@ -394,9 +404,16 @@ func warmClients(ctx context.Context, cs []contender) error {
 	return errors.Join(errs...)
 }
 
-// multiHot runs the clients cs on one key for d and records the rate and
-// each client's share in out; drain as for hotKey.
-func multiHot(ctx context.Context, cs []contender, name string, d time.Duration, drain bool, out *MultiSide) error {
+// hotRun adds up runs of clients taking turns on one key: each client's
+// turns, the time, and every wait.
+type hotRun struct {
+	turns []int
+	el    time.Duration
+	waits []time.Duration
+}
+
+// run runs cs on a key of its own for d (hotKey) and adds what it counted.
+func (h *hotRun) run(ctx context.Context, cs []contender, name string, d time.Duration, drain bool) error {
 	k := benchKey(name)
 	waits := make([][]time.Duration, len(cs))
 	turns, el, err := hotKey(ctx, len(cs), d, drain, func(ctx context.Context, c int) error {
@@ -410,10 +427,23 @@ func multiHot(ctx context.Context, cs []contender, name string, d time.Duration,
 	if err != nil {
 		return err
 	}
-	out.HotPerSec, out.HotServed, _ = hotStats(turns, el)
-	out.HotWaitP50MS, out.HotWaitP99MS = percentiles(slices.Concat(waits...))
-	total := sum(turns)
-	for _, n := range turns {
+	if h.turns == nil {
+		h.turns = make([]int, len(cs))
+	}
+	for i, n := range turns {
+		h.turns[i] += n
+	}
+	h.el += el
+	h.waits = append(h.waits, slices.Concat(waits...)...)
+	return nil
+}
+
+// report writes the hot-key figures of everything run into out.
+func (h *hotRun) report(out *MultiSide) {
+	out.HotPerSec, out.HotServed, _ = hotStats(h.turns, h.el)
+	out.HotWaitP50MS, out.HotWaitP99MS = percentiles(h.waits)
+	total := sum(h.turns)
+	for _, n := range h.turns {
 		share := 0.0
 		if total > 0 {
 			share = float64(n) / float64(total)
@@ -421,7 +451,6 @@ func multiHot(ctx context.Context, cs []contender, name string, d time.Duration,
 		out.HotShares = append(out.HotShares, share)
 		out.HotBusiest = max(out.HotBusiest, share)
 	}
-	return nil
 }
 
 // distinctKeys runs every client on a key of its own for d and returns
