@@ -189,3 +189,32 @@ func TestTokenSequenceGrantedAsShared(t *testing.T) {
 		t.Fatalf("%s on sqllock_token_seq: USAGE %v, UPDATE %v (%v); want USAGE alone, as on sqllock_fence_seq", role, usage, update, err)
 	}
 }
+
+// Migration 00021 splits what is left of the shared sequence's range:
+// with almost nothing left it refuses, saying why, and leaves the schema
+// at 00020 (the migration's transaction rolls back).
+func TestTokenSequenceRefusedNearTheEnd(t *testing.T) {
+	ctx := context.Background()
+	db := testdb.Scratch(t, sqllock.Postgres)
+	p, err := migrations.NewProvider(db.DB, sqllock.Postgres)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 20); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `SELECT setval('sqllock_fence_seq', 1099511627775 - 1000)`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.UpTo(ctx, 21)
+	if err == nil || !strings.Contains(err.Error(), "too close to its end") {
+		t.Fatalf("migration 00021 with 1000 values left: %v; want the refusal", err)
+	}
+	var seq sql.NullString
+	var maxv int64
+	err = db.QueryRowContext(ctx, `SELECT to_regclass('sqllock_token_seq')::text,
+		(SELECT max_value FROM pg_sequences WHERE sequencename = 'sqllock_fence_seq')`).Scan(&seq, &maxv)
+	if err != nil || seq.Valid || maxv != 1099511627775 {
+		t.Fatalf("after the refusal: sqllock_token_seq %v, sqllock_fence_seq MAXVALUE %d (%v); want no new sequence, MAXVALUE unchanged", seq, maxv, err)
+	}
+}
