@@ -6,7 +6,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/pressly/goose/v3"
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/testing/testdb"
 	"github.com/sqllock/sqllock/migrations"
@@ -157,14 +159,7 @@ func TestRequireSyncReplicaRefused(t *testing.T) {
 // it is granted the same on the new one, so its sessions keep drawing.
 func TestTokenSequenceGrantedAsShared(t *testing.T) {
 	ctx := context.Background()
-	db := testdb.Scratch(t, sqllock.Postgres)
-	p, err := migrations.NewProvider(db.DB, sqllock.Postgres)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 20); err != nil {
-		t.Fatal(err)
-	}
+	db, _ := scratchAt(t, ctx, 20)
 	var dbName string
 	if err := db.QueryRowContext(ctx, `SELECT current_database()`).Scan(&dbName); err != nil {
 		t.Fatal(err)
@@ -183,7 +178,7 @@ func TestTokenSequenceGrantedAsShared(t *testing.T) {
 		t.Fatal(err)
 	}
 	var usage, update bool
-	err = db.QueryRowContext(ctx, `SELECT has_sequence_privilege($1, 'sqllock_token_seq', 'USAGE'),
+	err := db.QueryRowContext(ctx, `SELECT has_sequence_privilege($1, 'sqllock_token_seq', 'USAGE'),
 		has_sequence_privilege($1, 'sqllock_token_seq', 'UPDATE')`, role).Scan(&usage, &update)
 	if err != nil || !usage || update {
 		t.Fatalf("%s on sqllock_token_seq: USAGE %v, UPDATE %v (%v); want USAGE alone, as on sqllock_fence_seq", role, usage, update, err)
@@ -195,18 +190,11 @@ func TestTokenSequenceGrantedAsShared(t *testing.T) {
 // at 00020 (the migration's transaction rolls back).
 func TestTokenSequenceRefusedNearTheEnd(t *testing.T) {
 	ctx := context.Background()
-	db := testdb.Scratch(t, sqllock.Postgres)
-	p, err := migrations.NewProvider(db.DB, sqllock.Postgres)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 20); err != nil {
-		t.Fatal(err)
-	}
+	db, p := scratchAt(t, ctx, 20)
 	if _, err := db.ExecContext(ctx, `SELECT setval('sqllock_fence_seq', 1099511627775 - 1000)`); err != nil {
 		t.Fatal(err)
 	}
-	_, err = p.UpTo(ctx, 21)
+	_, err := p.UpTo(ctx, 21)
 	if err == nil || !strings.Contains(err.Error(), "too close to its end") {
 		t.Fatalf("migration 00021 with 1000 values left: %v; want the refusal", err)
 	}
@@ -217,4 +205,55 @@ func TestTokenSequenceRefusedNearTheEnd(t *testing.T) {
 	if err != nil || seq.Valid || maxv != 1099511627775 {
 		t.Fatalf("after the refusal: sqllock_token_seq %v, sqllock_fence_seq MAXVALUE %d (%v); want no new sequence, MAXVALUE unchanged", seq, maxv, err)
 	}
+}
+
+// A transaction that drew a token holds the shared sequence's lock until
+// it ends (a rowlock holder's does), and every later draw would queue
+// behind migration 00021's: the migration waits 2 s at most, refuses
+// saying why, and runs once the transaction has ended.
+func TestTokenSequenceWaitBounded(t *testing.T) {
+	ctx := context.Background()
+	db, p := scratchAt(t, ctx, 20)
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	var tok int64
+	if err := tx.QueryRowContext(ctx, `SELECT sqllock_next_token()`).Scan(&tok); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	bounded, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err = p.UpTo(bounded, 21)
+	cancel()
+	waited := time.Since(start)
+	if err == nil || !strings.Contains(err.Error(), "waited 2s for sqllock_fence_seq") || waited > 10*time.Second {
+		t.Fatalf("migration 00021 beside an open transaction that drew a token: %v after %v; want the refusal after about 2s", err, waited)
+	}
+	// Nothing is left queued behind the migration: a draw goes through.
+	if err := db.QueryRowContext(ctx, `SELECT sqllock_next_token()`).Scan(&tok); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 21); err != nil {
+		t.Fatalf("migration 00021 once the transaction ended: %v", err)
+	}
+}
+
+// scratchAt is a PostgreSQL database of the test's own, migrated up to
+// version, and the provider that migrates it on.
+func scratchAt(t *testing.T, ctx context.Context, version int64) (*testdb.DB, *goose.Provider) {
+	t.Helper()
+	db := testdb.Scratch(t, sqllock.Postgres)
+	p, err := migrations.NewProvider(db.DB, sqllock.Postgres)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, version); err != nil {
+		t.Fatal(err)
+	}
+	return db, p
 }

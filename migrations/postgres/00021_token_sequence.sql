@@ -22,6 +22,10 @@
 --     way, whatever the order of the draws.
 --   - The ALTER below waits for every draw in flight and holds new ones
 --     until this commits, so the split is read from a quiet sequence.
+--     A draw holds the sequence's lock until its transaction ends (a
+--     rowlock holder's, a transaction-level advisory lock's), and every
+--     later draw would queue behind the ALTER: it waits 2 s at most
+--     (lock_timeout) and then refuses, saying so, and nothing changes.
 --
 -- The sqllock.require_sync_replica check is a function of its own,
 -- sqllock_next_token_checked, called only where the setting exists: a
@@ -41,12 +45,21 @@
 -- +goose StatementBegin
 DO $$
 DECLARE
-    maxv  constant bigint := 1099511627775;
-    n     bigint;
-    split bigint;
-    g     record;
+    maxv     constant bigint := 1099511627775;
+    unlogged constant boolean := current_setting('server_version_num')::int >= 150000;
+    n        bigint;
+    split    bigint;
+    g        record;
 BEGIN
-    ALTER SEQUENCE sqllock_fence_seq MAXVALUE 1099511627775;
+    PERFORM set_config('lock_timeout', '2s', true);
+    BEGIN
+        -- Changes nothing: takes the sequence's lock.
+        ALTER SEQUENCE sqllock_fence_seq MAXVALUE 1099511627775;
+    EXCEPTION WHEN lock_not_available THEN
+        RAISE EXCEPTION 'sqllock: migration 00021 waited 2s for sqllock_fence_seq while a transaction that drew a token from it still runs'
+            USING ERRCODE = 'lock_not_available',
+                  HINT = 'a rowlock holder or a transaction-level lock holds it until its transaction ends; run the migration again when none is held';
+    END;
     SELECT last_value INTO n FROM sqllock_fence_seq;
     IF maxv - n < 4194304 THEN
         RAISE EXCEPTION 'sqllock: sqllock_fence_seq at %, too close to its end (2^40) to give era tokens a range of their own', n
@@ -56,7 +69,7 @@ BEGIN
     split := n + (maxv - n) / 2;
     EXECUTE format('ALTER SEQUENCE sqllock_fence_seq MAXVALUE %s', split);
     EXECUTE format('CREATE %s SEQUENCE sqllock_token_seq MINVALUE %s START %s MAXVALUE %s',
-        CASE WHEN current_setting('server_version_num')::int >= 150000 THEN 'UNLOGGED' ELSE '' END,
+        CASE WHEN unlogged THEN 'UNLOGGED' ELSE '' END,
         split + 1, split + 1, maxv);
     FOR g IN SELECT a.grantee, a.privilege_type
              FROM pg_class c, aclexplode(c.relacl) a
@@ -79,7 +92,7 @@ BEGIN
     $f$;
     GRANT EXECUTE ON FUNCTION sqllock_next_token_checked() TO PUBLIC;
 
-    IF current_setting('server_version_num')::int >= 150000 THEN
+    IF unlogged THEN
         -- Nothing to flush: the draw is the sequence value alone.
         CREATE OR REPLACE FUNCTION sqllock_next_token_async() RETURNS bigint
         LANGUAGE sql VOLATILE AS $f$
@@ -117,6 +130,8 @@ DECLARE
 BEGIN
     -- describe: function sqllock_next_token_async
     -- describe: sequence sqllock_fence_seq
+    -- Takes the sequence's lock (only autocommit lock statements draw
+    -- from it, so the wait is short).
     ALTER SEQUENCE sqllock_token_seq MAXVALUE 1099511627775;
     SELECT last_value INTO n FROM sqllock_token_seq;
     ALTER SEQUENCE sqllock_fence_seq MAXVALUE 1099511627775;
