@@ -208,21 +208,24 @@
 // leaves the queue after that take commits: a Locker runs the statements
 // of one key in fair order one at a time.
 //
-// Fair order is not the default. On one hot key it serves more turns
-// than the default order, with a shorter tail: "sqllock bench --strategy
-// tablelock --duration 3s" on PostgreSQL 15 (a shared machine of 2 cores,
-// 2 December, six runs) put 8 clients on one key, each with its own pool
-// and Locker, at 0.72-1.22 of the raw lock table's rate with 1ms pollers
-// in fair order, against 0.54-0.86 in default order, with a wait p99 of
-// 0.43-0.49 of raw's against 1.37-1.78 (three runs). But a release that
-// grants commits durably with its NOTIFY, and PostgreSQL serializes
-// notifying commits across the cluster until each is flushed: with 4 or
-// 8 hot keys at once, fair order served 0.93 of the default order's
-// turns (docs/performance.md). It also needs LISTEN, so no transaction
-// pooler, and a grantee that is gone costs those behind it the claim
-// window. At worst a fair waiter costs what any waiter does, the bound
-// (below), plus the claim window of each grantee ahead of it that is
-// gone.
+// Fair order is not the default. A release that grants commits
+// durably, and PostgreSQL holds a lock of the whole cluster through a
+// commit that notifies, its WAL flush included, so grants that notified
+// in their own commits would flush one at a time across every hot key.
+// The grant's calls go out instead in a statement of their own, sent in
+// the same round trip, whose commit does not wait for a flush (a call
+// lost between the two costs the grantee the bound). Measured on
+// PostgreSQL 15 (2 cores, 2 December; N keys with M Lockers each, each
+// Locker on a pool of its own, 4 s, eight rounds alternated with the
+// build whose grants notified), fair order served 0.94-1.08 of the
+// default order's turns on 1 key of 8 Lockers, 1.03-1.09 on 4 keys of 4
+// and 1.01-1.11 on 8 keys of 3, where grants that notified served
+// 1.12-1.23, 0.94-1.02 and 0.81-0.89: a tenth fewer turns on one hot
+// key, a quarter more on eight (docs/performance.md). It also needs
+// LISTEN, so no transaction pooler, and a grantee that is gone costs
+// those behind it the claim window. At worst a fair waiter costs what
+// any waiter does, the bound (below), plus the claim window of each
+// grantee ahead of it that is gone.
 //
 // Every wait is bounded: a blocked Acquire that hears nothing looks at its
 // key again within [WithWaitBound] (1s by default; sooner when the

@@ -56,3 +56,15 @@ func SetLaneRetry(t interface{ Cleanup(func()) }, d time.Duration) {
 	laneRetry = d
 	t.Cleanup(func() { laneRetry = old })
 }
+
+// FairCalls is t's fair release statement, the statement that sends the
+// calls of a grant it made, and the table's and call channels' names
+// (the release's last two parameters); empty where t does not release in
+// fair order.
+func (t *Table) FairCalls() (release, calls, channel, call string) {
+	ps, ok := t.st.(*postgresStore)
+	if !ok || ps.q.notifyGrant == "" {
+		return "", "", "", ""
+	}
+	return ps.q.release, ps.q.notifyGrant, ps.channel, ps.call
+}

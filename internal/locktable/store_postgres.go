@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sqllock/sqllock"
 )
@@ -21,7 +22,7 @@ func init() { register(sqllock.Postgres, newPostgres) }
 // channel in the statements that free a key.
 type postgresStore struct {
 	statements
-	q        struct{ take, takeFree, renew, release, releaseQuiet, releaseOwner, forceRelease, void, leave, audit, reap string }
+	q        struct{ take, takeFree, renew, release, releaseQuiet, releaseOwner, forceRelease, void, leave, audit, reap, notifyGrant string }
 	channel  string // NOTIFY of a freed key to every listener
 	call     string // with a Locker's id, the channel that calls it (dialect.CallChannel)
 	announce bool   // Config.Notify
@@ -44,6 +45,10 @@ func newPostgres(n names, cfg Config) store {
 	s.q.forceRelease = text("force_release")
 	if s.fair {
 		s.q.void = text("void")
+		if !cfg.AsyncCommit {
+			// The release returns a grant's calls, sent on their own.
+			s.q.notifyGrant = text("notify_grant")
+		}
 	}
 	s.q.leave = text("leave")
 	s.q.reap = text("reap")
@@ -136,7 +141,74 @@ func (s *postgresStore) release(ctx context.Context, h handle, key, owner string
 		// announced statement instead of paying this round trip first.
 		s.rows.saw(key, true)
 	}
+	if s.q.notifyGrant != "" {
+		return s.releaseFair(ctx, h, key, owner, token, keep)
+	}
 	return s.changed(ctx, h, s.q.release, key, owner, token, micros(keep))
+}
+
+// releaseFair runs fair order's release and, in the same round trip but
+// a transaction of its own, the statement that sends the calls of a
+// grant it made (release.fair.sql says why). It returns the rows the
+// release changed; the calls' statement can only lose a call, which
+// costs its grantee the wait bound, so its error is not the release's.
+func (s *postgresStore) releaseFair(ctx context.Context, h handle, key, owner string, token int64, keep time.Duration) (int64, error) {
+	var n int64
+	ok, err := s.pgx.run(ctx, h, func(c *pgx.Conn) error {
+		release, err := c.Prepare(ctx, s.q.release, s.q.release)
+		if err != nil {
+			return err
+		}
+		calls, err := c.Prepare(ctx, s.q.notifyGrant, s.q.notifyGrant)
+		if err != nil {
+			return err
+		}
+		tok, ms := []byte(strconv.FormatInt(token, 10)), []byte(strconv.FormatInt(micros(keep), 10))
+		p := c.PgConn().StartPipeline(ctx)
+		p.SendQueryStatement(release, [][]byte{[]byte(key), []byte(owner), tok, ms, []byte(s.channel), []byte(s.call)}, nil, nil)
+		p.SendPipelineSync()
+		p.SendQueryStatement(calls, [][]byte{[]byte(key), tok}, nil, nil)
+		p.SendPipelineSync()
+		if err := p.Flush(); err != nil {
+			return err
+		}
+		var released error
+		for syncs := 0; syncs < 2; {
+			res, err := p.GetResults()
+			switch r := res.(type) {
+			case *pgconn.ResultReader:
+				tag, err := r.Close()
+				if syncs == 0 {
+					n, released = tag.RowsAffected(), err
+				}
+			case *pgconn.PipelineSync:
+				syncs++
+			case nil:
+				var pgErr *pgconn.PgError
+				if !errors.As(err, &pgErr) {
+					p.Close()
+					if err == nil || syncs > 0 {
+						return released // the release is done; a call is lost
+					}
+					return err
+				}
+				if syncs == 0 {
+					released = err
+				}
+			}
+		}
+		p.Close()
+		return released
+	})
+	if !ok {
+		// Not pgx's driver, where a fair Acquire is refused: the calls
+		// may run on another session, find nothing and be lost.
+		n, err = s.changed(ctx, h, s.q.release, key, owner, token, micros(keep))
+		if err == nil && n > 0 {
+			h.exec(ctx, s.q.notifyGrant, key, token)
+		}
+	}
+	return n, err
 }
 
 func (s *postgresStore) releaseOwner(ctx context.Context, h handle, key, owner string) (int64, error) {

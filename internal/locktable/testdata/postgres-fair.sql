@@ -96,9 +96,11 @@ WITH r AS (
 		acquired_at = now() AND (called).claim_us > 0 AS granted,
 		set_config('synchronous_commit', CASE WHEN $4::bigint <> 0 OR (acquired_at = now() AND (called).claim_us > 0) THEN sc.sc0 ELSE 'off' END, true)
 )
-SELECT CASE WHEN granted THEN pg_notify($6 || (called).caller, 'g' || json_build_object('token', token, 'entry', called, 'key', lock_key)::text)::text
-		|| CASE WHEN (next).caller <> (called).caller THEN pg_notify($6 || (next).caller, 'g' || json_build_object('token', token, 'entry', called, 'key', lock_key)::text)::text ELSE '' END
-		|| CASE WHEN (after).caller <> (called).caller THEN pg_notify($6 || (after).caller, 'g' || json_build_object('token', token, 'entry', called, 'key', lock_key)::text)::text ELSE '' END
+SELECT CASE WHEN granted THEN set_config('sqllock.calls', json_build_object('key', lock_key, 'released', $3::bigint,
+			'channels', array_remove(ARRAY[$6 || (called).caller,
+				CASE WHEN (next).caller <> (called).caller THEN $6 || (next).caller END,
+				CASE WHEN (after).caller <> (called).caller THEN $6 || (after).caller END], NULL),
+			'payload', 'g' || json_build_object('token', token, 'entry', called, 'key', lock_key)::text)::text, false)
 	WHEN hold_count > 0 THEN NULL
 	WHEN wanted THEN pg_notify($5, lock_key)::text
 	WHEN (called).caller IS NOT NULL THEN pg_notify($6 || (called).caller, (called).caller || lock_key)::text
@@ -208,6 +210,15 @@ WITH d AS (
 	RETURNING lock_key, owner
 )
 SELECT count(*), count(pg_notify($3, lock_key)) FILTER (WHERE owner <> '') FROM d
+
+-- name: NotifyGrant
+SELECT CASE WHEN s.calls ->> 'key' = $1 AND (s.calls ->> 'released')::bigint = $2::bigint
+		THEN (SELECT count(pg_notify(c, s.calls ->> 'payload')) FROM json_array_elements_text(s.calls -> 'channels') AS c)
+		ELSE 0 END
+	FROM (SELECT nullif(current_setting('sqllock.calls', true), '')::json AS calls,
+			set_config('sqllock.calls', '', false) AS cleared,
+			set_config('synchronous_commit', 'off', true) AS sc
+		OFFSET 0) AS s
 
 -- name: AuditList
 SELECT id, at, action, lock_table, lock_key, token, owner, host, hold_count, operator, reason
