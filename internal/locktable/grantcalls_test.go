@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -48,42 +50,44 @@ func TestGrantCallsAfterCommit(t *testing.T) {
 		t.Fatalf("waiter's take = %+v, %v; want its entry queued", w, err)
 	}
 
-	// A session of its own listens on the grantee's call channel.
-	heard := make(chan string, 4)
-	lctx, stop := context.WithCancel(ctx)
-	listening := make(chan error, 1)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		conn, err := db.Conn(lctx)
-		if err != nil {
-			listening <- err
-			return
-		}
-		defer conn.Close()
-		conn.Raw(func(dc any) error {
-			c := dc.(interface{ Conn() *pgx.Conn }).Conn()
-			_, err := c.Exec(lctx, "LISTEN "+pgx.Identifier{call + g.Entry.Caller}.Sanitize())
-			listening <- err
-			for err == nil {
-				var n *pgconn.Notification
-				if n, err = c.WaitForNotification(lctx); err == nil {
-					heard <- n.Payload
-				}
-			}
-			return driver.ErrBadConn // discarded, not pooled still listening
-		})
-	}()
-	t.Cleanup(func() { stop(); <-done })
-	if err := <-listening; err != nil {
+	// A session of its own listens on the grantee's call channel, and on
+	// a marker's: notifications arrive in commit order, so a marker sent
+	// now comes first unless something was sent before it.
+	heard, err := db.Conn(ctx)
+	if err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		heard.Raw(func(any) error { return driver.ErrBadConn }) // not pooled still listening
+		heard.Close()
+	})
+	grantee, marker := call+g.Entry.Caller, fmt.Sprintf("sqllock_test_marker_%x", rand.Uint64())
+	for _, ch := range []string{grantee, marker} {
+		if _, err := heard.ExecContext(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next := func() *pgconn.Notification {
+		t.Helper()
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		var n *pgconn.Notification
+		err := heard.Raw(func(dc any) (err error) {
+			n, err = dc.(interface{ Conn() *pgx.Conn }).Conn().WaitForNotification(wctx)
+			return err
+		})
+		if err != nil {
+			t.Fatalf("nothing heard within 5s: %v", err)
+		}
+		return n
 	}
 	silent := func(what string) {
 		t.Helper()
-		select {
-		case p := <-heard:
-			t.Fatalf("%s: the grantee's channel heard %q; want nothing", what, p)
-		case <-time.After(300 * time.Millisecond):
+		if _, err := db.ExecContext(ctx, `SELECT pg_notify($1, $2)`, marker, what); err != nil {
+			t.Fatal(err)
+		}
+		if n := next(); n.Channel != marker {
+			t.Fatalf("%s: the grantee's channel heard %q; want nothing", what, n.Payload)
 		}
 	}
 
@@ -110,8 +114,8 @@ func TestGrantCallsAfterCommit(t *testing.T) {
 		Payload  string
 	}
 	if err := json.Unmarshal([]byte(left), &stash); err != nil || stash.Key != "k" || stash.Released != h.Token ||
-		len(stash.Channels) != 1 || stash.Channels[0] != call+g.Entry.Caller || !strings.HasPrefix(stash.Payload, "g{") {
-		t.Fatalf("the release left %q (%v); want the grant's call to %q after release %d of k", left, err, call+g.Entry.Caller, h.Token)
+		len(stash.Channels) != 1 || stash.Channels[0] != grantee || !strings.HasPrefix(stash.Payload, "g{") {
+		t.Fatalf("the release left %q (%v); want the grant's call to %q after release %d of k", left, err, grantee, h.Token)
 	}
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
@@ -152,13 +156,8 @@ func TestGrantCallsAfterCommit(t *testing.T) {
 	if n := sent(conn, "k", h.Token); n != 1 {
 		t.Fatalf("the releasing session sent %d calls; want the grantee's one", n)
 	}
-	select {
-	case p := <-heard:
-		if p != stash.Payload {
-			t.Fatalf("the grantee heard %q; want %q", p, stash.Payload)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the grantee heard nothing of its grant")
+	if n := next(); n.Channel != grantee || n.Payload != stash.Payload {
+		t.Fatalf("heard %q on %s; want the grant %q on the grantee's channel", n.Payload, n.Channel, stash.Payload)
 	}
 	if n := sent(conn, "k", h.Token); n != 0 {
 		t.Fatalf("the calls were sent again: %d; want once", n)

@@ -45,10 +45,10 @@ func newPostgres(n names, cfg Config) store {
 	s.q.forceRelease = text("force_release")
 	if s.fair {
 		s.q.void = text("void")
-		if !cfg.AsyncCommit {
-			// The release returns a grant's calls, sent on their own.
-			s.q.notifyGrant = text("notify_grant")
-		}
+	}
+	if v == "fair" {
+		// Its release (release.fair.sql) leaves a grant's calls to this.
+		s.q.notifyGrant = text("notify_grant")
 	}
 	s.q.leave = text("leave")
 	s.q.reap = text("reap")
@@ -172,41 +172,19 @@ func (s *postgresStore) releaseFair(ctx context.Context, h handle, key, owner st
 		if err := p.Flush(); err != nil {
 			return err
 		}
-		var released error
-		for syncs := 0; syncs < 2; {
-			res, err := p.GetResults()
-			switch r := res.(type) {
-			case *pgconn.ResultReader:
-				tag, err := r.Close()
-				if syncs == 0 {
-					n, released = tag.RowsAffected(), err
-				}
-			case *pgconn.PipelineSync:
-				syncs++
-			case nil:
-				var pgErr *pgconn.PgError
-				if !errors.As(err, &pgErr) {
-					p.Close()
-					if err == nil || syncs > 0 {
-						return released // the release is done; a call is lost
-					}
-					return err
-				}
-				if syncs == 0 {
-					released = err
-				}
-			}
+		res, err := p.GetResults() // the release's, or its error
+		if r, ok := res.(*pgconn.ResultReader); ok {
+			var tag pgconn.CommandTag
+			tag, err = r.Close()
+			n = tag.RowsAffected()
 		}
-		p.Close()
-		return released
+		p.Close() // reads the rest: the calls' error can only lose a call
+		return err
 	})
 	if !ok {
-		// Not pgx's driver, where a fair Acquire is refused: the calls
-		// may run on another session, find nothing and be lost.
-		n, err = s.changed(ctx, h, s.q.release, key, owner, token, micros(keep))
-		if err == nil && n > 0 {
-			h.exec(ctx, s.q.notifyGrant, key, token)
-		}
+		// Not pgx's driver, where a fair Acquire is refused: the release
+		// alone, and a grant's calls are lost.
+		return s.changed(ctx, h, s.q.release, key, owner, token, micros(keep))
 	}
 	return n, err
 }
