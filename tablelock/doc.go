@@ -114,6 +114,25 @@
 //     row with its Locker already queued (or the row marked) only reads:
 //     no row lock, no write, like a raw poller's INSERT ... ON CONFLICT DO
 //     NOTHING.
+//   - PostgreSQL, a key held by a Locker in another process: the waiter
+//     waits in the server at the key's turn gate ([WithTurnGates], on by
+//     default), a session advisory lock that the holder keeps, on a
+//     pooled session of its own, while it holds the row. The waiter's
+//     take rides behind its wait in the same round trip, and the
+//     holder's release and the gate's unlock go out together, the unlock
+//     after the release's commit: the server runs the next take the
+//     moment the key is free, with no client round trip between, and in
+//     the order the waits were asked. A Locker's first waiter for a key
+//     waits at the gate (the others wait in the process); one that gets
+//     the gate and finds the key held by a holder that keeps none (a
+//     plain take, an older build) keeps the gate, first in line, and
+//     looks at the row again soon, then less often, until the wake-ups
+//     above or its look find the key free. The row stays the only truth,
+//     and every wait at a gate ends by itself at the bound. A gated wait
+//     or hold pins one session, at most four per Locker (half the
+//     connections above two of a capped pool, shared with MariaDB's
+//     gates); beyond them, in fair order and behind a transaction pooler,
+//     waiters wait as above.
 //   - MariaDB: the waiter blocks in the server. A Locker keeps a gate for
 //     each key it has held for 2ms or more: a named lock (GET_LOCK, named
 //     by a digest of the table and key, so that MariaDB's case-blind lock

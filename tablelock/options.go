@@ -138,6 +138,27 @@ func WithTransactionPooler() Option {
 	}
 }
 
+// WithTurnGates lets a waiter for a key held in another process wait in
+// the server at the key's turn gate (default on; PostgreSQL through the
+// pgx stdlib driver, default order). The gate is a session advisory lock
+// that the holder keeps, on a session of its own, while it holds the
+// row: its release and the gate's unlock go out in one round trip, and
+// the waiter's take rides behind its wait, so the server runs the next
+// take the moment the release commits. The row stays the only truth: a
+// gate only says when to look. Each wait is bounded by the wait bound
+// ([WithWaitBound]), so a gate kept by a holder paused past its lease
+// costs a waiter at most that. Each gated wait and gated hold pins a
+// pooled session, at most four per Locker (fewer on a capped pool);
+// beyond them, and with [WithFairness] or [WithTransactionPooler], waiters
+// wait as without gates. On a hot key this serves more turns than pollers
+// of raw SQL (docs/performance.md).
+func WithTurnGates(on bool) Option {
+	return func(c *config) error {
+		c.TurnGates = on
+		return nil
+	}
+}
+
 // WithFairness serves the waiters of a key across processes in the order
 // they queued (default off; PostgreSQL only). Each waiting Acquire queues
 // an entry in the key's row, and the release that finds an entry first

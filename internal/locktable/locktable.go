@@ -69,6 +69,9 @@ type Config struct {
 	// (the strategies' WithSingleWriter), so a multi-writer cluster is
 	// served.
 	SingleWriter bool
+	// TurnGates: a waiter may wait for a key at its turn gate (GateTake),
+	// where the Table can (TurnGates).
+	TurnGates bool
 }
 
 // Table is one lock table. It is safe for concurrent use. Close it when done.
@@ -82,6 +85,7 @@ type Table struct {
 	// inline: a take may run on its caller's goroutine under a context
 	// that can end, since the driver ends it at once then (interrupter).
 	inline bool
+	gates  *turnGates // nil where keys have no turn gates (TurnGates)
 
 	mu     sync.Mutex
 	closed bool
@@ -115,9 +119,13 @@ func Open(db *sql.DB, d sqllock.Dialect, cfg Config) (*Table, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Table{h: handle{DB: db, stmts: &stmtcache.Cache{Direct: cfg.Unprepared}}, st: st, cfg: cfg, d: d,
+	t := &Table{h: handle{DB: db, stmts: &stmtcache.Cache{Direct: cfg.Unprepared}}, st: st, cfg: cfg, d: d,
 		srv: server.New(db, d, cfg.SingleWriter), id: fmt.Sprintf("%0*x", callerLen, rand.Uint64()), work: newWorkers(),
-		inline: interrupts(st, db)}, nil
+		inline: interrupts(st, db)}
+	if _, ok := st.(*postgresStore); ok && cfg.TurnGates && !cfg.Unprepared && !cfg.Fair {
+		t.gates = &turnGates{b: budgetFor(db), slots: make(chan struct{}, maxGateWaits)}
+	}
+	return t, nil
 }
 
 // interrupter is a store whose driver, on some handles, ends a statement
@@ -192,6 +200,7 @@ func CreateTable(ctx context.Context, db *sql.DB, d sqllock.Dialect, table strin
 // idempotent.
 func (t *Table) Close() error {
 	t.mu.Lock()
+	again := t.closed
 	t.closed = true
 	t.mu.Unlock()
 	t.bg.Wait() // each bounded by lease.ReleaseTimeout
@@ -199,6 +208,9 @@ func (t *Table) Close() error {
 	t.leaveAll()
 	if c, ok := t.st.(closer); ok {
 		c.close()
+	}
+	if t.gates != nil && !again {
+		t.gates.b.drop()
 	}
 	return t.h.stmts.Close()
 }
@@ -690,10 +702,13 @@ func (t *Table) Release(ctx context.Context, key, owner string, token int64, kee
 			return err
 		})
 	if err == nil && n == 0 {
-		return fmt.Errorf("%w: the row is no longer this holder's", sqllock.ErrLockLost)
+		return errRowLost
 	}
 	return err
 }
+
+// errRowLost: a release found the row no longer its holder's.
+var errRowLost = fmt.Errorf("%w: the row is no longer this holder's", sqllock.ErrLockLost)
 
 // ReleaseOwner gives one hold of key back if owner holds it, whatever its
 // token: for a holder that no longer has its lease. It reports whether

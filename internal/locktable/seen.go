@@ -61,3 +61,11 @@ func (r *seenRows) quiet(key string) bool {
 	r.mu.Unlock()
 	return ok && time.Since(e.seen) <= seenFor && time.Since(e.refused) > quietFor
 }
+
+// refusedLately reports whether a take of key was refused within quietFor.
+func (r *seenRows) refusedLately(key string) bool {
+	r.mu.Lock()
+	e, ok := r.at[key]
+	r.mu.Unlock()
+	return ok && time.Since(e.refused) <= quietFor
+}

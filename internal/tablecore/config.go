@@ -26,6 +26,7 @@ type Config struct {
 	Bound        time.Duration
 	Claim        time.Duration
 	SingleWriter bool
+	TurnGates    bool
 	Logger       *slog.Logger
 	Tel          telemetry.Options
 }
@@ -48,6 +49,7 @@ func Defaults() Config {
 		Notify:     true,
 		Bound:      defaultWaitBound,
 		Claim:      defaultClaimWindow,
+		TurnGates:  true,
 		Logger:     slog.New(slog.DiscardHandler),
 	}
 }

@@ -49,6 +49,9 @@ type hold struct {
 	gated    bool        // its key's gate is wanted (Locker.gate), until ungate
 	armed    bool        // and was asked for, gateAfter into the hold
 	arming   *time.Timer // asks for it
+	// turn keeps its key's turn gate (locktable.TurnGate), when the take
+	// came through it: the last release goes out on its session.
+	turn *locktable.TurnGate
 }
 
 // Lease is a held row of the lock table; tablelock.Lease wraps it and
@@ -136,7 +139,12 @@ func (s *Lease) free(ctx context.Context, lost error) error {
 	if lost != nil && l.isClosed() {
 		return nil // Close freed the row
 	}
-	err := l.tbl.Release(ctx, s.Key(), s.owner, s.Token(), 0)
+	var err error
+	if g := h.takeTurn(last); g != nil {
+		err = g.Release(ctx, s.owner, s.Token(), 0)
+	} else {
+		err = l.tbl.Release(ctx, s.Key(), s.owner, s.Token(), 0)
+	}
 	l.waiters.Signal(s.Key())
 	if last {
 		h.ungate() // after the release committed: a waiter let through finds the key free
@@ -240,6 +248,31 @@ func (h *hold) detach(s *Lease) bool {
 // finds a younger holder polls, as without gates (see blockFor).
 const gateAfter = 2 * time.Millisecond
 
+// keepTurn gives the hold g, its key's turn gate, unless it has one: it
+// reports whether it took it.
+func (h *hold) keepTurn(g *locktable.TurnGate) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.turn != nil || h.stopped {
+		return false
+	}
+	h.turn = g
+	return true
+}
+
+// takeTurn returns the hold's turn gate, once, for its last release
+// (last) or, after a loss, to be let go of; nil when it has none.
+func (h *hold) takeTurn(last bool) *locktable.TurnGate {
+	if !last {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	g := h.turn
+	h.turn = nil
+	return g
+}
+
 // arm asks for the hold's gate, unless it ended first.
 func (h *hold) arm() {
 	h.mu.Lock()
@@ -330,6 +363,9 @@ func (h *hold) lose(cause string, warn bool) {
 	h.forget()
 	if !h.l.isClosed() {
 		h.ungate() // Close lets go of every gate after freeing the rows
+		if g := h.takeTurn(true); g != nil {
+			g.Let()
+		}
 	}
 	if warn {
 		h.l.cfg.Logger.Warn("tablelock: lease lost", telemetry.AttrKey, h.id.key, telemetry.AttrToken, h.token, telemetry.AttrCause, telemetry.Cause(cause), telemetry.LogError, cause)

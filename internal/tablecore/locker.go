@@ -47,6 +47,9 @@ type Locker struct {
 	// the queue (Table.LeaveQueue).
 	fairWaiters sync.WaitGroup
 	renewers    sync.WaitGroup // renewal goroutines
+	// turning: the keys one Acquire of this Locker waits for at their
+	// turn gate (one per key; the others wait in the process).
+	turning map[string]bool
 }
 
 // New returns a Locker over db for dialect d, configured by tablelock's
@@ -77,6 +80,7 @@ func New[O ~func(*Config) error](db *sql.DB, d sqllock.Dialect, opts ...O) (*Loc
 		Fair:         cfg.Fair,
 		Unprepared:   cfg.Pooler,
 		SingleWriter: cfg.SingleWriter,
+		TurnGates:    cfg.TurnGates,
 		Freed:        func(key string) { waiters.Signal(key) },
 	})
 	if err != nil {
@@ -201,6 +205,20 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ *Lease, 
 		}
 	}
 	last := locktable.Attempt{Remaining: -1}
+	// At the key's turn gate (locktable.GateTake), where the table has
+	// them: one waiter of this Locker per key, keeping the gate (tg)
+	// while first in line.
+	var tg *locktable.TurnGate
+	turning := wait && l.tbl.TurnGates() && l.turn(key, true)
+	poll, polled := backoff.Exp{Min: time.Millisecond, Max: l.turnWait(last)}, int64(0)
+	if turning {
+		defer func() {
+			if tg != nil {
+				tg.Let() // first in line, it gave up
+			}
+			l.turn(key, false)
+		}()
+	}
 	err = waiting.Run(ctx, waiting.Spec{
 		Queue:     l.waiters,
 		Key:       key,
@@ -242,6 +260,35 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ *Lease, 
 				}
 			}
 			sent := time.Now()
+			if turning && (t.Tries > 0 || tg != nil || l.tbl.Hot(key)) && !l.holdingKey(key) {
+				lease, a, err, ok := l.tryTurn(ctx, c, &tg, l.turnWait(last))
+				if ok {
+					won, last, tries = lease, a, t.Tries+1
+					r := waiting.Result{Won: lease != nil, Remaining: a.Remaining}
+					if lease == nil {
+						r.Holder = a.Token
+					}
+					if tg == nil && lease == nil && err == nil {
+						// The wait ended by its bound (a gate kept
+						// long): back to the gate at once, where a
+						// release lets it through.
+						r.Remaining = 0
+					}
+					if tg != nil && lease == nil && err == nil {
+						// First in line, behind a holder that keeps no
+						// gate: the waiters behind wait in the server,
+						// so this one looks again soon, then less often.
+						if a.Token != polled {
+							poll.Reset()
+						}
+						polled = a.Token
+						if d := poll.Next(); r.Remaining < 0 || d < r.Remaining {
+							r.Remaining = d
+						}
+					}
+					return r, err
+				}
+			}
 			lease, a, err := l.try(ctx, c)
 			won, last, tries = lease, a, t.Tries+1
 			if g != nil && err == nil && lease == nil && a.Queued {
@@ -295,6 +342,84 @@ func (l *Locker) try(ctx context.Context, c locktable.Claim) (*Lease, locktable.
 	_ = l.tbl.Release(ctx, c.Key, c.Owner, a.Token, 0)
 	l.waiters.Signal(c.Key)
 	return nil, a, errClosed
+}
+
+// tryTurn makes one take of c behind c.Key's turn gate (locktable.GateTake),
+// waiting up to d for it unless *tg keeps it already; *tg is the gate
+// this waiter keeps afterwards, first in line. ok is false where no
+// session could be had for the gate, and nothing was done: the caller
+// takes without it. A lease won keeps the gate until its release.
+func (l *Locker) tryTurn(ctx context.Context, c locktable.Claim, tg **locktable.TurnGate, d time.Duration) (_ *Lease, _ locktable.Attempt, _ error, ok bool) {
+	if !l.enter() {
+		return nil, locktable.Attempt{Remaining: -1}, errClosed, true
+	}
+	defer l.tries.Done()
+	// A wait in the server ends when the Locker closes.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-l.done:
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
+	start := time.Now()
+	a, g, err := l.tbl.GateTake(wctx, c, d, *tg)
+	if errors.Is(err, locktable.ErrNoTurnGate) {
+		return nil, a, nil, false
+	}
+	*tg = g
+	if err != nil && ctx.Err() == nil && l.isClosed() {
+		return nil, a, errClosed, true
+	}
+	if err != nil || !a.Won {
+		return nil, a, err, true
+	}
+	*tg = nil
+	if s := l.newLease(ctx, c.Key, c.Owner, a, start); s != nil {
+		if !s.h.keepTurn(g) {
+			g.Let() // a hold of this owner shares the row, and releases it
+		}
+		return s, a, nil, true
+	}
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), lease.ReleaseTimeout)
+	defer rcancel()
+	_ = g.Release(rctx, c.Owner, a.Token, 0)
+	l.waiters.Signal(c.Key)
+	return nil, a, errClosed, true
+}
+
+// turnWait is how long a take waits at the turn gate: the wait bound,
+// or less where the holder's lease ends sooner.
+func (l *Locker) turnWait(last locktable.Attempt) time.Duration {
+	d := l.cfg.Bound
+	if d <= 0 {
+		d = time.Second
+	}
+	if last.Remaining > 0 && last.Remaining < d {
+		d = last.Remaining + time.Millisecond
+	}
+	return d
+}
+
+// turn marks key as waited for at its turn gate by one Acquire of this
+// Locker (on), reporting false when another does already, or unmarks it.
+func (l *Locker) turn(key string, on bool) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !on {
+		delete(l.turning, key)
+		return true
+	}
+	if l.turning[key] {
+		return false
+	}
+	if l.turning == nil {
+		l.turning = make(map[string]bool)
+	}
+	l.turning[key] = true
+	return true
 }
 
 // holdGrant holds the key as granted to g's entry under token, without
@@ -494,6 +619,9 @@ func (l *Locker) Close() error {
 			errs = append(errs, fmt.Errorf("free %q: %w", h.id.key, err))
 		}
 		l.waiters.Signal(h.id.key)
+		if g := h.takeTurn(true); g != nil {
+			g.Let() // after the row: the next waiter's take finds it free
+		}
 	}
 	if l.gate != nil {
 		l.gate.Close() // after the rows: its gates let the waiters through
