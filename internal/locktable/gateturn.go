@@ -85,7 +85,7 @@ const (
 // pooler), default order (fair order hands over by grants).
 func (t *Table) TurnGates() bool {
 	s, ok := t.st.(*postgresStore)
-	return ok && !t.cfg.Unprepared && !t.cfg.Fair && !s.pgx.off.Load() && t.gates != nil
+	return ok && t.gates != nil && !s.pgx.off.Load() // Open made gates only where they serve
 }
 
 // Hot reports whether a take of key was refused lately in this Table: a
@@ -299,8 +299,8 @@ func (g *TurnGate) take(ctx context.Context, c Claim, d time.Duration) (Attempt,
 // on the pool (Table.Release) and the session is discarded, which lets go
 // of its gate. It returns what Table.Release does.
 func (g *TurnGate) Release(ctx context.Context, owner string, token int64, keep time.Duration) error {
-	n, err := g.s.gateRelease(ctx, g.pc, g.key, owner, token, keep)
-	g.unpinned(err == nil)
+	n, sound, err := g.s.gateRelease(ctx, g.pc, g.key, owner, token, keep)
+	g.unpinned(err == nil && sound)
 	if err != nil {
 		return g.t.Release(ctx, g.key, owner, token, keep)
 	}
@@ -438,40 +438,45 @@ func (s *postgresStore) fullTake(ctx context.Context, pc *pgx.Conn, key string, 
 
 // gateRelease runs the release on pc and, after its commit, lets go of
 // every gate of pc, in one round trip; it returns the rows the release
-// changed.
-func (s *postgresStore) gateRelease(ctx context.Context, pc *pgx.Conn, key, owner string, token int64, keep time.Duration) (int64, error) {
+// changed, and sound false where the unlock failed (the session, in
+// doubt, is to be discarded, which lets go of its gates).
+func (s *postgresStore) gateRelease(ctx context.Context, pc *pgx.Conn, key, owner string, token int64, keep time.Duration) (n int64, sound bool, err error) {
 	args := []any{key, owner, token, micros(keep)}
 	if s.announce {
 		args = append(args, s.channel, s.call)
 	}
-	release, err := pc.Prepare(ctx, s.q.release, s.q.release)
+	n, err, letErr := execThen(ctx, pc, s.q.release, textArgs(args), pgGateLet, nil)
+	return n, letErr == nil, err
+}
+
+// execThen runs q with args on c and, in the same round trip but in a
+// transaction of its own (a Sync between), then with thenArgs. It
+// returns the rows q changed and q's error, and apart from them the
+// error of then or of the pipeline's end.
+func execThen(ctx context.Context, c *pgx.Conn, q string, args [][]byte, then string, thenArgs [][]byte) (n int64, err, thenErr error) {
+	first, err := c.Prepare(ctx, q, q)
 	if err != nil {
-		return 0, err
+		return 0, err, nil
 	}
-	let, err := pc.Prepare(ctx, pgGateLet, pgGateLet)
+	second, err := c.Prepare(ctx, then, then)
 	if err != nil {
-		return 0, err
+		return 0, err, nil
 	}
-	p := pc.PgConn().StartPipeline(ctx)
-	p.SendQueryStatement(release, textArgs(args), nil, nil)
+	p := c.PgConn().StartPipeline(ctx)
+	p.SendQueryStatement(first, args, nil, nil)
 	p.SendPipelineSync()
-	p.SendQueryStatement(let, nil, nil, nil)
+	p.SendQueryStatement(second, thenArgs, nil, nil)
 	p.SendPipelineSync()
 	if err := p.Flush(); err != nil {
-		p.Close()
-		return 0, err
+		return 0, err, p.Close()
 	}
-	var n int64
-	res, err := p.GetResults()
+	res, err := p.GetResults() // q's, or its error
 	if r, ok := res.(*pgconn.ResultReader); ok {
 		var tag pgconn.CommandTag
 		tag, err = r.Close()
 		n = tag.RowsAffected()
 	}
-	if cerr := p.Close(); err == nil {
-		err = cerr
-	}
-	return n, err
+	return n, err, p.Close() // reads the rest
 }
 
 func itoa(n int64) []byte { return strconv.AppendInt(nil, n, 10) }

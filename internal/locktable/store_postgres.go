@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sqllock/sqllock"
 )
@@ -155,30 +154,9 @@ func (s *postgresStore) release(ctx context.Context, h handle, key, owner string
 func (s *postgresStore) releaseFair(ctx context.Context, h handle, key, owner string, token int64, keep time.Duration) (int64, error) {
 	var n int64
 	ok, err := s.pgx.run(ctx, h, func(c *pgx.Conn) error {
-		release, err := c.Prepare(ctx, s.q.release, s.q.release)
-		if err != nil {
-			return err
-		}
-		calls, err := c.Prepare(ctx, s.q.notifyGrant, s.q.notifyGrant)
-		if err != nil {
-			return err
-		}
-		tok, ms := []byte(strconv.FormatInt(token, 10)), []byte(strconv.FormatInt(micros(keep), 10))
-		p := c.PgConn().StartPipeline(ctx)
-		p.SendQueryStatement(release, [][]byte{[]byte(key), []byte(owner), tok, ms, []byte(s.channel), []byte(s.call)}, nil, nil)
-		p.SendPipelineSync()
-		p.SendQueryStatement(calls, [][]byte{[]byte(key), tok}, nil, nil)
-		p.SendPipelineSync()
-		if err := p.Flush(); err != nil {
-			return err
-		}
-		res, err := p.GetResults() // the release's, or its error
-		if r, ok := res.(*pgconn.ResultReader); ok {
-			var tag pgconn.CommandTag
-			tag, err = r.Close()
-			n = tag.RowsAffected()
-		}
-		p.Close() // reads the rest: the calls' error can only lose a call
+		var err error
+		n, err, _ = execThen(ctx, c, s.q.release, textArgs([]any{key, owner, token, micros(keep), s.channel, s.call}),
+			s.q.notifyGrant, textArgs([]any{key, token}))
 		return err
 	})
 	if !ok {

@@ -260,36 +260,18 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ *Lease, 
 				}
 			}
 			sent := time.Now()
+			var (
+				lease *Lease
+				a     locktable.Attempt
+				err   error
+				gated bool
+			)
 			if turning && (t.Tries > 0 || tg != nil || l.tbl.Hot(key)) && !l.holdingKey(key) {
-				lease, a, err, ok := l.tryTurn(ctx, c, &tg, l.turnWait(last))
-				if ok {
-					won, last, tries = lease, a, t.Tries+1
-					r := waiting.Result{Won: lease != nil, Remaining: a.Remaining}
-					if lease == nil {
-						r.Holder = a.Token
-					}
-					if tg == nil && lease == nil && err == nil {
-						// The wait ended by its bound (a gate kept
-						// long): back to the gate at once, where a
-						// release lets it through.
-						r.Remaining = 0
-					}
-					if tg != nil && lease == nil && err == nil {
-						// First in line, behind a holder that keeps no
-						// gate: the waiters behind wait in the server,
-						// so this one looks again soon, then less often.
-						if a.Token != polled {
-							poll.Reset()
-						}
-						polled = a.Token
-						if d := poll.Next(); r.Remaining < 0 || d < r.Remaining {
-							r.Remaining = d
-						}
-					}
-					return r, err
-				}
+				lease, a, err, gated = l.tryTurn(ctx, c, &tg, l.turnWait(last))
 			}
-			lease, a, err := l.try(ctx, c)
+			if !gated {
+				lease, a, err = l.try(ctx, c)
+			}
 			won, last, tries = lease, a, t.Tries+1
 			if g != nil && err == nil && lease == nil && a.Queued {
 				g.Queued(a.Token, sent)
@@ -297,6 +279,24 @@ func (l *Locker) acquire(ctx context.Context, key string, wait bool) (_ *Lease, 
 			r := waiting.Result{Won: lease != nil, Remaining: a.Remaining}
 			if lease == nil {
 				r.Holder = a.Token
+			}
+			switch {
+			case !gated || lease != nil || err != nil:
+			case tg == nil:
+				// The wait ended by its bound (a gate kept long): back
+				// to the gate at once, where a release lets it through.
+				r.Remaining = 0
+			default:
+				// First in line, behind a holder that keeps no gate: the
+				// waiters behind wait in the server, so this one looks
+				// again soon, then less often.
+				if a.Token != polled {
+					poll.Reset()
+				}
+				polled = a.Token
+				if d := poll.Next(); r.Remaining < 0 || d < r.Remaining {
+					r.Remaining = d
+				}
 			}
 			return r, err
 		},
